@@ -1,0 +1,57 @@
+#include "kernels/cpu_gather.h"
+
+#include <cstring>
+
+namespace emb::kernels {
+namespace {
+
+// Converts one row of `dim` elements; the conversion is chosen once per call, not per element.
+template <DataType kIn, DataType kOut>
+void ConvertRows(const std::byte* table, int64_t dim, absl::Span<const int64_t> ids,
+                 std::byte* out) {
+  const size_t in_row = static_cast<size_t>(dim) * ElementSize(kIn);
+  const size_t out_row = static_cast<size_t>(dim) * ElementSize(kOut);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::byte* src = table + static_cast<size_t>(ids[i]) * in_row;
+    std::byte* dst = out + i * out_row;
+    for (int64_t j = 0; j < dim; ++j) {
+      StoreFromFloat(dst, kOut, j, LoadAsFloat(src, kIn, j));
+    }
+  }
+}
+
+template <DataType kIn>
+void ConvertFrom(const std::byte* table, int64_t dim, absl::Span<const int64_t> ids,
+                 DataType out_type, std::byte* out) {
+  switch (out_type) {
+    case DataType::kFloat32:
+      return ConvertRows<kIn, DataType::kFloat32>(table, dim, ids, out);
+    case DataType::kFloat16:
+      return ConvertRows<kIn, DataType::kFloat16>(table, dim, ids, out);
+    case DataType::kBFloat16:
+      return ConvertRows<kIn, DataType::kBFloat16>(table, dim, ids, out);
+  }
+}
+
+}  // namespace
+
+void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
+               absl::Span<const int64_t> ids, DataType out_type, std::byte* out) {
+  if (table_type == out_type) {
+    const size_t row = static_cast<size_t>(dim) * ElementSize(table_type);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      std::memcpy(out + i * row, table + static_cast<size_t>(ids[i]) * row, row);
+    }
+    return;
+  }
+  switch (table_type) {
+    case DataType::kFloat32:
+      return ConvertFrom<DataType::kFloat32>(table, dim, ids, out_type, out);
+    case DataType::kFloat16:
+      return ConvertFrom<DataType::kFloat16>(table, dim, ids, out_type, out);
+    case DataType::kBFloat16:
+      return ConvertFrom<DataType::kBFloat16>(table, dim, ids, out_type, out);
+  }
+}
+
+}  // namespace emb::kernels

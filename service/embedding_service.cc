@@ -1,0 +1,194 @@
+#include "service/embedding_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "service/grpc_status.h"
+
+namespace emb::service {
+namespace {
+
+using embedding::v1::ListTablesRequest;
+using embedding::v1::ListTablesResponse;
+using embedding::v1::LookUpRequest;
+using embedding::v1::LookUpResponse;
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics)
+    : limits_(limits), metrics_(metrics) {}
+
+void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
+  tables_.store(tables, std::memory_order_release);
+}
+
+absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& name) const {
+  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+  if (tables == nullptr) {
+    return absl::UnavailableError("tables are still loading; retry shortly");
+  }
+  if (name.empty()) {
+    return &tables->front();
+  }
+  for (ServedTable& t : *tables) {
+    if (t.store->name() == name) {
+      return &t;
+    }
+  }
+  std::vector<std::string> names;
+  for (const ServedTable& t : *tables) {
+    names.push_back(t.store->name());
+  }
+  return absl::NotFoundError(absl::StrCat("unknown table '", name, "'; this server has: ",
+                                          absl::StrJoin(names, ", ")));
+}
+
+absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
+                                            DataType* out_type) const {
+  const EmbeddingStore& store = *table.store;
+  const int64_t n = request.ids_size();
+  auto reject = [&](absl::string_view reason, absl::Status status) {
+    metrics_->RejectIds(store.name(), reason, n);
+    return status;
+  };
+  // The shape: non-negative dims whose product, computed without overflow, is len(ids).
+  int64_t product = 1;
+  for (int i = 0; i < request.shape_size(); ++i) {
+    const int64_t d = request.shape(i);
+    if (d < 0) {
+      return reject(kRejectBadShape, absl::InvalidArgumentError(absl::StrCat(
+                                         "shape[", i, "] = ", d, " is negative")));
+    }
+    if (__builtin_mul_overflow(product, d, &product)) {
+      return reject(kRejectBadShape,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "shape [", absl::StrJoin(request.shape(), ", "),
+                        "] overflows int64 at shape[", i, "]")));
+    }
+  }
+  if (request.shape_size() > 0 && product != n) {
+    return reject(kRejectBadShape,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "shape [", absl::StrJoin(request.shape(), ", "), "] holds ", product,
+                      " ids but ids has ", n)));
+  }
+  if (n > limits_.max_request_ids) {
+    return reject(kRejectTooManyIds,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      n, " ids exceed the limit of ", limits_.max_request_ids,
+                      " ids per request (--max_request_ids); split the request")));
+  }
+  switch (request.dtype()) {
+    case embedding::v1::DATA_TYPE_UNSPECIFIED:
+      *out_type = store.dtype();
+      break;
+    case embedding::v1::DATA_TYPE_FLOAT32:
+    case embedding::v1::DATA_TYPE_FLOAT16:
+    case embedding::v1::DATA_TYPE_BFLOAT16:
+      *out_type = static_cast<DataType>(request.dtype());
+      break;
+    default:
+      return reject(kRejectBadDtype,
+                    absl::InvalidArgumentError(absl::StrCat(
+                        "dtype ", static_cast<int>(request.dtype()),
+                        " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16)")));
+  }
+  const int64_t answer_bytes = n * store.dim() * static_cast<int64_t>(ElementSize(*out_type));
+  if (answer_bytes > limits_.max_response_bytes) {
+    return reject(kRejectAnswerTooLarge,
+                  absl::InvalidArgumentError(absl::StrCat(
+                      "the answer would be ", answer_bytes, " bytes (", n, " ids x ", store.dim(),
+                      " x ", ElementSize(*out_type), " bytes), over the limit of ",
+                      limits_.max_response_bytes,
+                      " bytes (--max_response_bytes); split the request")));
+  }
+  const int64_t rows = store.rows();
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = request.ids(static_cast<int>(i));
+    if (static_cast<uint64_t>(id) < static_cast<uint64_t>(rows)) {
+      continue;  // the common case, one compare
+    }
+    if (id < 0) {
+      return reject(kRejectNegativeId, absl::InvalidArgumentError(absl::StrCat(
+                                           "ids[", i, "] = ", id, " is negative")));
+    }
+    return reject(kRejectOutOfRange,
+                  absl::OutOfRangeError(absl::StrCat("ids[", i, "] = ", id,
+                                                     " is out of range for table '", store.name(),
+                                                     "' with ", rows, " rows (valid: 0..",
+                                                     rows - 1, ")")));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerContext* ctx,
+                                                       const LookUpRequest* request,
+                                                       LookUpResponse* response) {
+  absl::StatusOr<ServedTable*> table = FindTable(request->table());
+  if (!table.ok()) {
+    return FinishNow(ctx, table.status());
+  }
+  DataType out_type;
+  if (absl::Status s = Validate(*request, **table, &out_type); !s.ok()) {
+    return FinishNow(ctx, s);
+  }
+  const EmbeddingStore& store = *(*table)->store;
+  if (request->shape_size() > 0) {
+    *response->mutable_shape() = request->shape();
+  } else {
+    response->add_shape(request->ids_size());
+  }
+  response->add_shape(store.dim());
+  response->set_dtype(static_cast<embedding::v1::DataType>(out_type));
+  if (request->ids_size() == 0) {
+    return FinishNow(ctx, absl::OkStatus());
+  }
+  std::string* out = response->mutable_embeddings();
+  out->resize(static_cast<size_t>(request->ids_size()) * store.dim() * ElementSize(out_type));
+
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  Batcher::Request r;
+  r.ids = absl::MakeConstSpan(request->ids().data(), request->ids_size());
+  r.out_type = out_type;
+  r.out = reinterpret_cast<std::byte*>(out->data());
+  r.deadline = absl::FromChrono(ctx->deadline());
+  r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
+  r.done = [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); };
+  if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
+    metrics_->RejectIds(store.name(),
+                        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull
+                                                                         : kRejectUnavailable,
+                        request->ids_size());
+    reactor->Finish(ToGrpcStatus(s));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerContext* ctx,
+                                                           const ListTablesRequest* /*request*/,
+                                                           ListTablesResponse* response) {
+  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+  if (tables == nullptr) {
+    return FinishNow(ctx, absl::UnavailableError("tables are still loading; retry shortly"));
+  }
+  for (size_t i = 0; i < tables->size(); ++i) {
+    const EmbeddingStore& s = *(*tables)[i].store;
+    embedding::v1::TableInfo* info = response->add_tables();
+    info->set_name(s.name());
+    info->set_rows(s.rows());
+    info->set_dim(s.dim());
+    info->set_dtype(static_cast<embedding::v1::DataType>(s.dtype()));
+    info->set_device(s.device());
+    info->set_is_default(i == 0);
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+}  // namespace emb::service

@@ -1,0 +1,61 @@
+// EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
+// hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks.
+// Thread-safe.
+#ifndef EMB_SERVICE_EMBEDDING_SERVICE_H_
+#define EMB_SERVICE_EMBEDDING_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "embedding/v1/embedding_service.grpc.pb.h"
+#include "service/batcher.h"
+#include "service/embedding_store.h"
+#include "service/metrics.h"
+
+namespace emb::service {
+
+struct ServiceLimits {
+  int64_t max_request_ids = 65536;
+  int64_t max_response_bytes = 128 << 20;
+};
+
+// One served table: its store and batcher. The service holds them in flag order, default first.
+struct ServedTable {
+  std::unique_ptr<EmbeddingStore> store;
+  std::unique_ptr<Batcher> batcher;
+};
+
+class EmbeddingServiceImpl final : public embedding::v1::EmbeddingService::CallbackService {
+ public:
+  EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics);
+
+  // Makes the tables servable; until then LookUp answers UNAVAILABLE. Call once.
+  void SetTables(std::vector<ServedTable>* tables);
+
+  grpc::ServerUnaryReactor* LookUp(grpc::CallbackServerContext* ctx,
+                                   const embedding::v1::LookUpRequest* request,
+                                   embedding::v1::LookUpResponse* response) override;
+  grpc::ServerUnaryReactor* ListTables(grpc::CallbackServerContext* ctx,
+                                       const embedding::v1::ListTablesRequest* request,
+                                       embedding::v1::ListTablesResponse* response) override;
+
+ private:
+  // The table a request names, or NOT_FOUND.
+  absl::StatusOr<ServedTable*> FindTable(const std::string& name) const;
+  // Checks `request` against `table` and the limits; on error counts the rejected ids.
+  absl::Status Validate(const embedding::v1::LookUpRequest& request, const ServedTable& table,
+                        DataType* out_type) const;
+
+  const ServiceLimits limits_;
+  Metrics* const metrics_;
+  std::atomic<std::vector<ServedTable>*> tables_{nullptr};
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_EMBEDDING_SERVICE_H_

@@ -1,0 +1,134 @@
+// embedding-server: serves embedding lookups over gRPC. See README.md for the flags and metrics.
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "service/log.h"
+#include "service/server.h"
+
+ABSL_FLAG(std::vector<std::string>, table, {},
+          "NAME=PATH[#TENSOR] of a table to serve; repeat the flag (or separate with commas) for "
+          "several. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
+          ".safetensors (float32, float16, bfloat16; #TENSOR picks one tensor). The first is the "
+          "default table unless --default_table says otherwise. None: a demo table.");
+ABSL_FLAG(std::string, default_table, "", "Name of the table that an empty LookUpRequest.table "
+          "selects; empty: the first --table.");
+ABSL_FLAG(std::string, demo_table, "100000x128",
+          "ROWSxDIM of the seeded float32 demo table served when no --table is given.");
+ABSL_FLAG(uint64_t, demo_seed, 42, "Seed of the demo table's values (uniform in [-1, 1)).");
+ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "Address for gRPC (port 0: any free port).");
+ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
+          "Address for the Prometheus /metrics endpoint (port 0: any free port).");
+ABSL_FLAG(std::string, device, "auto",
+          "Where tables live and gathers run: auto (cuda:0 if a GPU is visible, else cpu), cpu, "
+          "cuda or cuda:N.");
+ABSL_FLAG(int64_t, max_batch_ids, 65536,
+          "Most ids in one coalesced batch (one gather); also sizes the GPU buffers.");
+ABSL_FLAG(int64_t, max_queue_delay_us, 0,
+          "How long a batch may wait for more requests after its first arrived, in microseconds. "
+          "0: run what is queued as soon as the worker is free (requests arriving meanwhile "
+          "join the next batch).");
+ABSL_FLAG(int64_t, max_queue_ids, 1 << 20,
+          "Most ids queued per table; past it LookUp answers RESOURCE_EXHAUSTED at once.");
+ABSL_FLAG(int64_t, max_request_ids, 65536,
+          "Most ids in one LookUp (INVALID_ARGUMENT beyond); at most --max_batch_ids.");
+ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
+          "Largest LookUp answer in bytes (INVALID_ARGUMENT beyond); sets the gRPC send limit.");
+ABSL_FLAG(int32_t, inflight_batches, 4,
+          "GPU: batches in flight per table, each on its own stream with its own buffers.");
+ABSL_FLAG(double, drain_seconds, 5,
+          "On SIGTERM/SIGINT: seconds to keep serving with health NOT_SERVING before shutdown.");
+ABSL_FLAG(double, shutdown_timeout_seconds, 10,
+          "After draining: seconds to finish calls in progress before they are cancelled.");
+
+namespace {
+
+using emb::service::LogError;
+using emb::service::LogInfo;
+
+bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
+  std::vector<std::string> parts = absl::StrSplit(text, 'x');
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], rows) &&
+         absl::SimpleAtoi(parts[1], dim) && *rows > 0 && *dim > 0;
+}
+
+absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags() {
+  emb::service::ServerConfig c;
+  for (const std::string& flag : absl::GetFlag(FLAGS_table)) {
+    absl::StatusOr<emb::service::TableSpec> spec = emb::service::ParseTableSpec(flag);
+    if (!spec.ok()) {
+      return spec.status();
+    }
+    c.tables.push_back(*spec);
+  }
+  c.default_table = absl::GetFlag(FLAGS_default_table);
+  if (!ParseRowsByDim(absl::GetFlag(FLAGS_demo_table), &c.demo_rows, &c.demo_dim)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--demo_table=", absl::GetFlag(FLAGS_demo_table), ": expected ROWSxDIM, e.g. 100000x128"));
+  }
+  c.demo_seed = absl::GetFlag(FLAGS_demo_seed);
+  c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
+  c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  c.device = absl::GetFlag(FLAGS_device);
+  c.batcher.max_batch_ids = absl::GetFlag(FLAGS_max_batch_ids);
+  c.batcher.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
+  c.batcher.max_queue_ids = absl::GetFlag(FLAGS_max_queue_ids);
+  c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
+  c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  c.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
+  return c;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Serves embedding table lookups over gRPC (embedding.v1.EmbeddingService).\n"
+      "  embedding-server --table=words=/data/words.npy --device=cuda\n"
+      "With no --table it serves a seeded demo table.");
+  absl::ParseCommandLine(argc, argv);
+
+  // Block the stop signals in every thread; one thread waits for them below.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags();
+  if (!config.ok()) {
+    LogError("stopping: ", config.status().message());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<emb::service::EmbeddingServer>> server =
+      emb::service::EmbeddingServer::Start(*config);
+  if (!server.ok()) {
+    LogError("stopping: ", server.status().message());
+    return 1;
+  }
+
+  int signal = 0;
+  sigwait(&stop_signals, &signal);
+  const double drain = absl::GetFlag(FLAGS_drain_seconds);
+  LogInfo("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT",
+          ": health NOT_SERVING, serving on for ", drain, " s, then shutting down");
+  (*server)->SetNotServing();
+  absl::SleepFor(absl::Seconds(drain));
+  LogInfo("shutting down: no new calls; finishing calls in progress (timeout ",
+          absl::GetFlag(FLAGS_shutdown_timeout_seconds), " s)");
+  (*server)->Shutdown(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_shutdown_timeout_seconds)));
+  server->reset();
+  LogInfo("stopped cleanly");
+  return 0;
+}

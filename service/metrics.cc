@@ -1,0 +1,245 @@
+#include "service/metrics.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_split.h"
+#include "prometheus/counter.h"
+
+namespace emb::service {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+prometheus::Histogram::BucketBoundaries PowersOfTwo(int max_exponent) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (int e = 0; e <= max_exponent; ++e) {
+    b.push_back(static_cast<double>(int64_t{1} << e));
+  }
+  return b;
+}
+
+const char* const kCodeNames[] = {
+    "OK",           "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
+    "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
+    "UNAUTHENTICATED"};
+
+
+const char* TypeName(grpc::experimental::ServerRpcInfo::Type t) {
+  switch (t) {
+    case grpc::experimental::ServerRpcInfo::Type::UNARY:
+      return "unary";
+    case grpc::experimental::ServerRpcInfo::Type::CLIENT_STREAMING:
+      return "client_stream";
+    case grpc::experimental::ServerRpcInfo::Type::SERVER_STREAMING:
+      return "server_stream";
+    case grpc::experimental::ServerRpcInfo::Type::BIDI_STREAMING:
+      return "bidi_stream";
+  }
+  return "unknown";
+}
+
+}  // namespace
+
+absl::string_view GrpcCodeName(int code) {
+  if (code < 0 || code >= static_cast<int>(sizeof(kCodeNames) / sizeof(kCodeNames[0]))) {
+    return "UNKNOWN";
+  }
+  return kCodeNames[code];
+}
+
+const prometheus::Histogram::BucketBoundaries& Metrics::SecondsBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+      2.5e-2, 5e-2, 0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+  return *buckets;
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      request_duration_(BuildHistogram()
+                            .Name("embedding_request_duration_seconds")
+                            .Help("Time from receiving an EmbeddingService call to its status, "
+                                  "by method and gRPC code.")
+                            .Register(*registry_)),
+      queue_wait_(BuildHistogram()
+                      .Name("embedding_queue_wait_seconds")
+                      .Help("Time a LookUp waited in its table's queue before its batch ran.")
+                      .Register(*registry_)),
+      gather_duration_(BuildHistogram()
+                           .Name("embedding_gather_duration_seconds")
+                           .Help("Time of one batch's gather on its device.")
+                           .Register(*registry_)),
+      stage_duration_(BuildHistogram()
+                          .Name("embedding_batch_stage_duration_seconds")
+                          .Help("Time of each stage of a batch after the queue: copy_in (ids to "
+                                "the device), gather, copy_out (rows to the host), answer (split "
+                                "rows to the callers and finish the calls).")
+                          .Register(*registry_)),
+      batch_ids_(BuildHistogram()
+                     .Name("embedding_batch_ids")
+                     .Help("Ids in each formed batch.")
+                     .Register(*registry_)),
+      batch_requests_(BuildHistogram()
+                          .Name("embedding_batch_requests")
+                          .Help("Requests coalesced into each formed batch.")
+                          .Register(*registry_)),
+      ids_(BuildCounter()
+               .Name("embedding_ids_total")
+               .Help("Ids looked up (in batches that ran).")
+               .Register(*registry_)),
+      rejected_ids_(BuildCounter()
+                        .Name("embedding_rejected_ids_total")
+                        .Help("Ids in requests turned away before batching, by reason.")
+                        .Register(*registry_)),
+      dropped_requests_(BuildCounter()
+                            .Name("embedding_dropped_requests_total")
+                            .Help("Queued requests dropped before their batch ran: deadline "
+                                  "passed or call cancelled.")
+                            .Register(*registry_)),
+      queue_ids_(BuildGauge()
+                     .Name("embedding_queue_ids")
+                     .Help("Ids waiting in the table's queue.")
+                     .Register(*registry_)),
+      inflight_batches_(BuildGauge()
+                            .Name("embedding_inflight_batches")
+                            .Help("Batches handed to the store and not yet answered.")
+                            .Register(*registry_)),
+      table_info_(BuildGauge()
+                      .Name("embedding_table_info")
+                      .Help("1 for each loaded table, labelled with its dtype and device.")
+                      .Register(*registry_)),
+      table_rows_(BuildGauge()
+                      .Name("embedding_table_rows")
+                      .Help("Rows of each loaded table.")
+                      .Register(*registry_)),
+      table_dim_(BuildGauge()
+                     .Name("embedding_table_dim")
+                     .Help("Elements per row of each loaded table.")
+                     .Register(*registry_)),
+      table_bytes_(BuildGauge()
+                       .Name("embedding_table_bytes")
+                       .Help("Bytes each loaded table occupies on its device.")
+                       .Register(*registry_)),
+      grpc_started_(BuildCounter()
+                        .Name("grpc_server_started_total")
+                        .Help("RPCs started on the server.")
+                        .Register(*registry_)),
+      grpc_handled_(BuildCounter()
+                        .Name("grpc_server_handled_total")
+                        .Help("RPCs completed on the server, regardless of success or failure.")
+                        .Register(*registry_)),
+      grpc_handling_(BuildHistogram()
+                         .Name("grpc_server_handling_seconds")
+                         .Help("Response latency of RPCs handled by the server.")
+                         .Register(*registry_)) {}
+
+TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtype,
+                               const std::string& device, int64_t rows, int64_t dim,
+                               int64_t bytes) {
+  const auto& s = SecondsBuckets();
+  auto stage = [&](const char* name) {
+    return &stage_duration_.Add({{"table", table}, {"stage", name}}, s);
+  };
+  table_info_.Add({{"table", table}, {"dtype", dtype}, {"device", device}}).Set(1);
+  table_rows_.Add({{"table", table}}).Set(static_cast<double>(rows));
+  table_dim_.Add({{"table", table}}).Set(static_cast<double>(dim));
+  table_bytes_.Add({{"table", table}}).Set(static_cast<double>(bytes));
+  return TableMetrics{
+      .queue_wait_seconds = &queue_wait_.Add({{"table", table}}, s),
+      .gather_seconds = &gather_duration_.Add({{"table", table}, {"device", device}}, s),
+      .copy_in_seconds = stage("copy_in"),
+      .copy_out_seconds = stage("copy_out"),
+      .answer_seconds = stage("answer"),
+      .batch_ids = &batch_ids_.Add({{"table", table}}, PowersOfTwo(20)),
+      .batch_requests = &batch_requests_.Add({{"table", table}}, PowersOfTwo(12)),
+      .ids = &ids_.Add({{"table", table}}),
+      .dropped_deadline = &dropped_requests_.Add({{"table", table}, {"reason", "deadline"}}),
+      .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
+      .queue_ids = &queue_ids_.Add({{"table", table}}),
+      .inflight_batches = &inflight_batches_.Add({{"table", table}}),
+  };
+}
+
+void Metrics::RejectIds(const std::string& table, absl::string_view reason, int64_t ids) {
+  rejected_ids_.Add({{"table", table}, {"reason", std::string(reason)}})
+      .Increment(static_cast<double>(ids));
+}
+
+// Records one call: started at creation, handled (with its code) when the status is sent.
+class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  CallMetricsInterceptor(Metrics* metrics, grpc::experimental::ServerRpcInfo* info)
+      : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
+    // "/embedding.v1.EmbeddingService/LookUp" -> service, method.
+    const char* full = info->method() != nullptr ? info->method() : "";
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(absl::string_view(full).substr(full[0] == '/' ? 1 : 0),
+                       absl::MaxSplits('/', 1));
+    service_ = std::move(parts.first);
+    method_ = std::move(parts.second);
+    type_ = TypeName(info->type());
+    metrics_->grpc_started_
+        .Add({{"grpc_service", service_}, {"grpc_method", method_}, {"grpc_type", type_}})
+        .Increment();
+  }
+
+  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+      const std::string code(GrpcCodeName(methods->GetSendStatus().error_code()));
+      metrics_->grpc_handled_
+          .Add({{"grpc_service", service_},
+                {"grpc_method", method_},
+                {"grpc_type", type_},
+                {"grpc_code", code}})
+          .Increment();
+      metrics_->grpc_handling_
+          .Add({{"grpc_service", service_}, {"grpc_method", method_}, {"grpc_type", type_}},
+               Metrics::SecondsBuckets())
+          .Observe(seconds);
+      if (service_ == "embedding.v1.EmbeddingService") {
+        metrics_->request_duration_
+            .Add({{"method", method_}, {"code", code}}, Metrics::SecondsBuckets())
+            .Observe(seconds);
+      }
+    }
+    methods->Proceed();
+  }
+
+ private:
+  Metrics* metrics_;
+  std::chrono::steady_clock::time_point start_;
+  std::string service_;
+  std::string method_;
+  const char* type_;
+};
+
+namespace {
+
+class CallMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  explicit CallMetricsFactory(Metrics* metrics) : metrics_(metrics) {}
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new CallMetricsInterceptor(metrics_, info);
+  }
+
+ private:
+  Metrics* metrics_;
+};
+
+}  // namespace
+
+std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
+Metrics::InterceptorFactory() {
+  return std::make_unique<CallMetricsFactory>(this);
+}
+
+}  // namespace emb::service

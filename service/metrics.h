@@ -1,0 +1,97 @@
+// The service's Prometheus metrics: one registry, exposed over HTTP by the server.
+//
+// Metrics owns the registry and every metric family; per-table instances are resolved once at
+// start-up (TableMetrics) so the request path never looks a label set up. Thread-safe.
+#ifndef EMB_SERVICE_METRICS_H_
+#define EMB_SERVICE_METRICS_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "grpcpp/support/server_interceptor.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace emb::service {
+
+// Why ids were turned away before a batch was formed (label `reason`).
+inline constexpr absl::string_view kRejectNegativeId = "negative_id";
+inline constexpr absl::string_view kRejectOutOfRange = "out_of_range";
+inline constexpr absl::string_view kRejectBadShape = "bad_shape";
+inline constexpr absl::string_view kRejectBadDtype = "bad_dtype";
+inline constexpr absl::string_view kRejectTooManyIds = "too_many_ids";
+inline constexpr absl::string_view kRejectAnswerTooLarge = "answer_too_large";
+inline constexpr absl::string_view kRejectQueueFull = "queue_full";
+inline constexpr absl::string_view kRejectUnavailable = "unavailable";
+
+// The metric instances of one table, labelled with its name (and device where it applies).
+struct TableMetrics {
+  prometheus::Histogram* queue_wait_seconds;
+  prometheus::Histogram* gather_seconds;
+  prometheus::Histogram* copy_in_seconds;   // stage="copy_in"
+  prometheus::Histogram* copy_out_seconds;  // stage="copy_out"
+  prometheus::Histogram* answer_seconds;    // stage="answer": split rows and finish the calls
+  prometheus::Histogram* batch_ids;
+  prometheus::Histogram* batch_requests;
+  prometheus::Counter* ids;
+  prometheus::Counter* dropped_deadline;
+  prometheus::Counter* dropped_cancelled;
+  prometheus::Gauge* queue_ids;
+  prometheus::Gauge* inflight_batches;
+};
+
+class Metrics {
+ public:
+  Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // Registers a table's instances and sets its info gauges. Call once per table at start-up.
+  TableMetrics AddTable(const std::string& table, const std::string& dtype,
+                        const std::string& device, int64_t rows, int64_t dim, int64_t bytes);
+
+  // Counts `ids` ids of a request on `table` turned away for `reason` (one of kReject*).
+  void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
+
+  // A gRPC interceptor factory that records grpc_server_* and embedding_request_duration_seconds
+  // for every call the server handles. Give it to ServerBuilder; `this` must outlive the server.
+  std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
+
+  // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
+  static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
+
+ private:
+  friend class CallMetricsInterceptor;
+
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& gather_duration_;
+  prometheus::Family<prometheus::Histogram>& stage_duration_;
+  prometheus::Family<prometheus::Histogram>& batch_ids_;
+  prometheus::Family<prometheus::Histogram>& batch_requests_;
+  prometheus::Family<prometheus::Counter>& ids_;
+  prometheus::Family<prometheus::Counter>& rejected_ids_;
+  prometheus::Family<prometheus::Counter>& dropped_requests_;
+  prometheus::Family<prometheus::Gauge>& queue_ids_;
+  prometheus::Family<prometheus::Gauge>& inflight_batches_;
+  prometheus::Family<prometheus::Gauge>& table_info_;
+  prometheus::Family<prometheus::Gauge>& table_rows_;
+  prometheus::Family<prometheus::Gauge>& table_dim_;
+  prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Family<prometheus::Counter>& grpc_started_;
+  prometheus::Family<prometheus::Counter>& grpc_handled_;
+  prometheus::Family<prometheus::Histogram>& grpc_handling_;
+};
+
+// The gRPC status code's canonical name, e.g. "OK", "NOT_FOUND".
+absl::string_view GrpcCodeName(int code);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_METRICS_H_

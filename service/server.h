@@ -1,0 +1,74 @@
+// EmbeddingServer: the whole service. Checks every table file, opens the gRPC and metrics ports
+// (health NOT_SERVING), loads each table onto its device, then serves (health SERVING).
+// Drain() and Shutdown() implement the SIGTERM sequence. Thread-safe.
+#ifndef EMB_SERVICE_SERVER_H_
+#define EMB_SERVICE_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "prometheus/exposer.h"
+#include "service/batcher.h"
+#include "service/embedding_service.h"
+#include "service/metrics.h"
+#include "service/table_source.h"
+
+namespace emb::service {
+
+struct ServerConfig {
+  std::vector<TableSpec> tables;  // empty: one demo table
+  std::string default_table;      // empty: the first table
+  int64_t demo_rows = 100000;
+  int64_t demo_dim = 128;
+  uint64_t demo_seed = 42;
+  std::string grpc_address = "0.0.0.0:50051";
+  std::string metrics_address = "0.0.0.0:9464";
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  BatcherOptions batcher;
+  ServiceLimits limits;
+  int inflight_batches = 4;  // GPU: batches in flight per table
+};
+
+class EmbeddingServer {
+ public:
+  // Starts the server; returns once every table is loaded and health says SERVING.
+  // Errors: a broken table file (before any port opens), a table that does not fit its device,
+  // a port that cannot be bound, an inconsistent config (INVALID_ARGUMENT).
+  static absl::StatusOr<std::unique_ptr<EmbeddingServer>> Start(const ServerConfig& config);
+  ~EmbeddingServer();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+  // Health NOT_SERVING for every service; the server keeps answering calls.
+  void SetNotServing();
+  // Stops taking calls, answers every call already accepted (cancelling what is left at
+  // `deadline`), drains the batchers.
+  void Shutdown(absl::Time deadline);
+
+ private:
+  EmbeddingServer() = default;
+  absl::Status LoadTables(const ServerConfig& config,
+                          std::vector<std::unique_ptr<TableSource>> sources);
+
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<EmbeddingServiceImpl> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::vector<ServedTable> tables_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+// Called when the device is lost (a sticky CUDA error): health NOT_SERVING, log, exit(1).
+void DieOnDeviceLoss(EmbeddingServer* server, const std::string& why);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_SERVER_H_
