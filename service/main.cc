@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -97,6 +99,12 @@ int main(int argc, char** argv) {
       "Serves embedding table lookups over gRPC (embedding.v1.EmbeddingService).\n"
       "  embedding-server --table=words=/data/words.npy --device=cuda\n"
       "With no --table it serves a seeded demo table.");
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "service/main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
 
   // Block the stop signals in every thread; one thread waits for them below.

@@ -1,0 +1,454 @@
+// Integration tests: the real embedding-server binary on loopback, called through emb::client.
+#include <signal.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/blocking_counter.h"
+#include "client/embedding_client.h"
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_gather.h"
+#include "service/table_source.h"
+#include "tests/testing/server_process.h"
+
+namespace emb {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+
+constexpr int64_t kRows = 5000;
+constexpr int64_t kDim = 300;
+constexpr uint64_t kSeed = 7;
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+
+// The demo table the server serves, made in-process from the same seed: the reference rows.
+const std::vector<std::byte>& ReferenceTable() {
+  static const auto* table = [] {
+    auto source = service::TableSource::Demo("demo", kRows, kDim, kSeed);
+    auto* bytes = new std::vector<std::byte>(source->bytes());
+    EXPECT_TRUE(source->Read(0, absl::MakeSpan(*bytes)).ok());
+    return bytes;
+  }();
+  return *table;
+}
+
+std::string Expected(absl::Span<const int64_t> ids, DataType out_type) {
+  std::string out(ids.size() * kDim * ElementSize(out_type), '\0');
+  kernels::CpuGather(ReferenceTable().data(), DataType::kFloat32, kDim, ids, out_type,
+                     reinterpret_cast<std::byte*>(out.data()));
+  return out;
+}
+
+std::vector<int64_t> RandomIds(std::mt19937_64& rng, size_t n) {
+  std::uniform_int_distribution<int64_t> dist(0, kRows - 1);
+  std::vector<int64_t> ids(n);
+  for (int64_t& id : ids) {
+    id = dist(rng);
+  }
+  return ids;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = ServerProcess::Start({
+        "--demo_table=" + std::to_string(kRows) + "x" + std::to_string(kDim),
+        "--demo_seed=" + std::to_string(kSeed),
+        "--max_request_ids=4096",
+        "--max_batch_ids=8192",
+        "--max_response_bytes=3000000",
+        "--max_queue_delay_us=200",
+    });
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+    client_ = client::EmbeddingClient::Connect(server_->target()).release();
+  }
+  static void TearDownTestSuite() {
+    delete client_;
+    delete server_;
+  }
+
+  static ServerProcess* server_;
+  static client::EmbeddingClient* client_;
+};
+
+ServerProcess* ServerTest::server_ = nullptr;
+client::EmbeddingClient* ServerTest::client_ = nullptr;
+
+TEST_F(ServerTest, LookUpReturnsTheRowsInEveryDtype) {
+  std::mt19937_64 rng(1);
+  std::vector<int64_t> ids = RandomIds(rng, 6 * 50);
+  ids[0] = 0;
+  ids[1] = kRows - 1;
+  ids[2] = ids[3];  // a duplicate
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    const std::vector<int64_t> shape = {6, 50};
+    auto result = client_->LookUp("", ids, shape, t, kTimeout);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(result->shape, (std::vector<int64_t>{6, 50, kDim}));
+    EXPECT_EQ(result->dtype, t);
+    const std::string expected = Expected(ids, t);
+    ASSERT_EQ(result->data.size(), expected.size());
+    EXPECT_TRUE(result->data == expected) << "rows differ for " << DataTypeName(t);
+  }
+}
+
+TEST_F(ServerTest, UnspecifiedDtypeIsTheTablesOwnAndEmptyShapeIsFlat) {
+  const std::vector<int64_t> ids = {4, 3, 2};
+  auto result = client_->LookUp("demo", ids, {}, std::nullopt, kTimeout);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->shape, (std::vector<int64_t>{3, kDim}));
+  EXPECT_EQ(result->dtype, DataType::kFloat32);
+  EXPECT_TRUE(result->data == Expected(ids, DataType::kFloat32));
+}
+
+TEST_F(ServerTest, ConcurrentCallersEachGetTheirOwnRows) {
+  constexpr int kThreads = 8;
+  constexpr int kCallsPerThread = 40;
+  std::atomic<int> mismatches{0};
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(100 + t);
+      for (int i = 0; i < kCallsPerThread; ++i) {
+        const auto ids = RandomIds(rng, 1 + rng() % 200);
+        const DataType type = static_cast<DataType>(1 + rng() % 3);
+        auto result = client_->LookUp("", ids, {}, type, kTimeout);
+        if (!result.ok()) {
+          ++failures;
+        } else if (result->data != Expected(ids, type)) {
+          ++mismatches;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(mismatches.load(), 0);
+}
+
+TEST_F(ServerTest, EmptyIdsAnswerOkAndEmpty) {
+  auto result = client_->LookUp("", {}, {}, std::nullopt, kTimeout);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_TRUE(result->data.empty());
+  EXPECT_EQ(result->shape, (std::vector<int64_t>{0, kDim}));
+  const std::vector<int64_t> shape = {0, 5};
+  result = client_->LookUp("", {}, shape, std::nullopt, kTimeout);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->shape, (std::vector<int64_t>{0, 5, kDim}));
+}
+
+void ExpectError(const absl::StatusOr<client::LookUpResult>& r, absl::StatusCode code,
+                 const std::vector<std::string>& parts) {
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), code) << r.status();
+  for (const std::string& p : parts) {
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr(p));
+  }
+}
+
+TEST_F(ServerTest, UnknownTableIsNotFound) {
+  const std::vector<int64_t> ids = {1};
+  ExpectError(client_->LookUp("nope", ids, {}, std::nullopt, kTimeout),
+              absl::StatusCode::kNotFound, {"'nope'", "demo"});
+}
+
+TEST_F(ServerTest, NegativeIdIsInvalidArgumentNamingPositionAndValue) {
+  const std::vector<int64_t> ids = {1, 2, -5};
+  ExpectError(client_->LookUp("", ids, {}, std::nullopt, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"ids[2]", "-5", "negative"});
+}
+
+TEST_F(ServerTest, IdPastTheTableIsOutOfRangeNamingPositionValueAndRows) {
+  const std::vector<int64_t> ids = {1, kRows};
+  ExpectError(client_->LookUp("", ids, {}, std::nullopt, kTimeout),
+              absl::StatusCode::kOutOfRange, {"ids[1]", std::to_string(kRows), "'demo'",
+                                              std::to_string(kRows) + " rows"});
+}
+
+TEST_F(ServerTest, ShapeErrorsAreInvalidArgument) {
+  const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6};
+  const std::vector<int64_t> wrong = {4, 2};
+  ExpectError(client_->LookUp("", ids, wrong, std::nullopt, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"[4, 2]", "8", "6"});
+  const std::vector<int64_t> negative = {-2, -3};
+  ExpectError(client_->LookUp("", ids, negative, std::nullopt, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"shape[0]", "-2", "negative"});
+  const std::vector<int64_t> overflow = {int64_t{1} << 40, int64_t{1} << 40, 0};
+  ExpectError(client_->LookUp("", ids, overflow, std::nullopt, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"overflows"});
+}
+
+TEST_F(ServerTest, TooManyIdsIsInvalidArgumentStatingTheLimit) {
+  const std::vector<int64_t> ids(4097, 1);
+  ExpectError(client_->LookUp("", ids, {}, std::nullopt, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"4097", "4096", "--max_request_ids"});
+}
+
+TEST_F(ServerTest, AnswerOverTheSizeLimitIsInvalidArgumentStatingTheLimit) {
+  // 2500 ids x 300 x 4 bytes = 3,000,000 + ... > 3,000,000; as bfloat16 it fits.
+  const std::vector<int64_t> ids(2501, 1);
+  ExpectError(client_->LookUp("", ids, {}, DataType::kFloat32, kTimeout),
+              absl::StatusCode::kInvalidArgument, {"3001200", "3000000", "--max_response_bytes"});
+  EXPECT_TRUE(client_->LookUp("", ids, {}, DataType::kBFloat16, kTimeout).ok());
+}
+
+TEST_F(ServerTest, BadRequestDoesNotDisturbOthers) {
+  std::mt19937_64 rng(9);
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 r(200 + t);
+      for (int i = 0; i < 30; ++i) {
+        auto ids = RandomIds(r, 64);
+        if (t % 2 == 1) {
+          ids[r() % ids.size()] = kRows + 3;  // bad
+          if (client_->LookUp("", ids, {}, std::nullopt, kTimeout).status().code() !=
+              absl::StatusCode::kOutOfRange) {
+            ++wrong;
+          }
+        } else {
+          auto res = client_->LookUp("", ids, {}, std::nullopt, kTimeout);
+          if (!res.ok() || res->data != Expected(ids, DataType::kFloat32)) {
+            ++wrong;
+          }
+        }
+      }
+    });
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST_F(ServerTest, ListTablesDescribesTheDemoTable) {
+  auto tables = client_->ListTables(kTimeout);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(tables->size(), 1u);
+  const client::TableInfo& t = tables->front();
+  EXPECT_EQ(t.name, "demo");
+  EXPECT_EQ(t.rows, kRows);
+  EXPECT_EQ(t.dim, kDim);
+  EXPECT_EQ(t.dtype, DataType::kFloat32);
+  EXPECT_EQ(t.device, "cpu");
+  EXPECT_TRUE(t.is_default);
+}
+
+TEST_F(ServerTest, HealthIsServingForServerAndService) {
+  for (const char* service : {"", "embedding.v1.EmbeddingService"}) {
+    auto status = client_->CheckHealth(service, kTimeout);
+    ASSERT_TRUE(status.ok()) << status.status();
+    EXPECT_EQ(*status, "SERVING") << "service '" << service << "'";
+  }
+  EXPECT_EQ(client_->CheckHealth("no.such.Service", kTimeout).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST_F(ServerTest, HealthWatchStreamsServing) {
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("embedding.v1.EmbeddingService");
+  auto reader = stub->Watch(&ctx, request);
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ctx.TryCancel();
+}
+
+// The value of the first sample line of the exposition that starts with `series`.
+double Sample(const std::string& metrics, const std::string& series) {
+  for (size_t pos = 0; (pos = metrics.find(series, pos)) != std::string::npos; ++pos) {
+    if (pos == 0 || metrics[pos - 1] == '\n') {
+      const size_t end = metrics.find('\n', pos);
+      const std::string line = metrics.substr(pos, end - pos);
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
+TEST_F(ServerTest, MetricsCountTheTraffic) {
+  auto before = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(before.ok()) << before.status();
+  const double ids_before = std::max(0.0, Sample(*before, "embedding_ids_total{table=\"demo\"}"));
+  const std::string ok_series =
+      "grpc_server_handled_total{grpc_code=\"OK\",grpc_method=\"LookUp\","
+      "grpc_service=\"embedding.v1.EmbeddingService\",grpc_type=\"unary\"}";
+  const double ok_before = std::max(0.0, Sample(*before, ok_series));
+
+  std::mt19937_64 rng(3);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(client_->LookUp("", RandomIds(rng, 17), {}, std::nullopt, kTimeout).ok());
+  }
+  const std::vector<int64_t> bad = {1, kRows};
+  ASSERT_FALSE(client_->LookUp("", bad, {}, std::nullopt, kTimeout).ok());
+
+  auto after = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(Sample(*after, "embedding_ids_total{table=\"demo\"}"), ids_before + 170);
+  EXPECT_EQ(Sample(*after, ok_series), ok_before + 10);
+  EXPECT_GE(Sample(*after, "embedding_rejected_ids_total{reason=\"out_of_range\",table=\"demo\"}"),
+            2);
+  EXPECT_EQ(Sample(*after, "embedding_table_info{device=\"cpu\",dtype=\"float32\",table=\"demo\"}"),
+            1);
+  EXPECT_EQ(Sample(*after, "embedding_table_rows{table=\"demo\"}"), kRows);
+  for (const char* name :
+       {"embedding_request_duration_seconds_bucket{code=\"OK\",method=\"LookUp\",le=\"1e-05\"}",
+        "embedding_queue_wait_seconds_count{table=\"demo\"}",
+        "embedding_gather_duration_seconds_count{device=\"cpu\",table=\"demo\"}",
+        "embedding_batch_ids_count{table=\"demo\"}",
+        "embedding_batch_requests_count{table=\"demo\"}",
+        "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",
+        "embedding_queue_ids{table=\"demo\"}", "embedding_inflight_batches{table=\"demo\"}",
+        "grpc_server_started_total{grpc_method=\"LookUp\"",
+        "grpc_server_handling_seconds_count{grpc_method=\"LookUp\""}) {
+    EXPECT_GE(Sample(*after, name), 0) << name << " missing from\n" << *after;
+  }
+}
+
+// The demo table of a server started with --demo_table=1000x64 and the default seed.
+std::string DemoRows(absl::Span<const int64_t> ids) {
+  static const auto* table = [] {
+    auto source = service::TableSource::Demo("demo", 1000, 64, 42);
+    auto* bytes = new std::vector<std::byte>(source->bytes());
+    EXPECT_TRUE(source->Read(0, absl::MakeSpan(*bytes)).ok());
+    return bytes;
+  }();
+  std::string out(ids.size() * 64 * 4, '\0');
+  kernels::CpuGather(table->data(), DataType::kFloat32, 64, ids, DataType::kFloat32,
+                     reinterpret_cast<std::byte*>(out.data()));
+  return out;
+}
+
+std::vector<int64_t> SmallIds(std::mt19937_64& rng) {
+  std::vector<int64_t> ids(64);
+  for (auto& id : ids) {
+    id = static_cast<int64_t>(rng() % 1000);
+  }
+  return ids;
+}
+
+// Callers keep calling until health says NOT_SERVING (as a load balancer would), and calls made
+// while the server drains still succeed; the server then exits 0.
+TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
+  auto server = ServerProcess::Start({"--demo_table=1000x64", "--drain_seconds=1"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = client::EmbeddingClient::Connect((*server)->target());
+  std::atomic<bool> stop{false};
+  std::atomic<int> ok{0}, failed{0};
+  std::vector<std::thread> callers;
+  for (int t = 0; t < 4; ++t) {
+    callers.emplace_back([&, t] {
+      std::mt19937_64 rng(t);
+      while (!stop) {
+        const auto ids = SmallIds(rng);
+        auto r = client->LookUp("", ids, {}, std::nullopt, absl::Seconds(20));
+        if (r.ok() && r->data == DemoRows(ids)) {
+          ++ok;
+        } else {
+          ++failed;
+          ADD_FAILURE() << "call failed while draining: " << r.status();
+        }
+      }
+    });
+  }
+  absl::SleepFor(absl::Milliseconds(200));
+  (*server)->Signal(SIGTERM);
+  ASSERT_TRUE((*server)->WaitForLog("received SIGTERM", absl::Seconds(10)));
+  auto health = client->CheckHealth("", absl::Seconds(5));
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, "NOT_SERVING");
+  const int ok_at_drain = ok.load();
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_GT(ok.load(), ok_at_drain) << "calls must still be served while draining";
+  stop = true;
+  for (auto& t : callers) {
+    t.join();
+  }
+  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly"));
+}
+
+// Calls still queued when shutdown starts (a long batching delay holds them) get their rows.
+TEST(ServerLifecycle, SigtermAnswersCallsInFlight) {
+  auto server = ServerProcess::Start(
+      {"--demo_table=1000x64", "--drain_seconds=0", "--max_queue_delay_us=700000"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = client::EmbeddingClient::Connect((*server)->target());
+  constexpr int kCalls = 8;
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<int64_t>> ids(kCalls);
+  std::vector<absl::StatusOr<client::LookUpResult>> results(kCalls);
+  absl::BlockingCounter done(kCalls);
+  for (int i = 0; i < kCalls; ++i) {
+    ids[i] = SmallIds(rng);
+    client::LookUpRequestSpec spec;
+    spec.ids = ids[i];
+    client->LookUpAsync(spec, absl::Seconds(20),
+                        [&, i](absl::StatusOr<client::LookUpResult> r) {
+                          results[i] = std::move(r);
+                          done.DecrementCount();
+                        });
+  }
+  // Wait until the server has queued all of them, then stop it.
+  bool queued = false;
+  for (int attempt = 0; attempt < 200 && !queued; ++attempt) {
+    auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
+    if (m.ok() && m->find("embedding_queue_ids{table=\"demo\"} " +
+                          std::to_string(kCalls * 64)) != std::string::npos) {
+      queued = true;
+    } else {
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+  }
+  EXPECT_TRUE(queued) << "the calls never showed in embedding_queue_ids";
+  (*server)->Signal(SIGTERM);
+  done.Wait();
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_TRUE(results[i].ok()) << results[i].status();
+    EXPECT_TRUE(results[i]->data == DemoRows(ids[i]));
+  }
+  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
+}
+
+TEST(ServerLifecycle, BrokenTableFileStopsStartUpBeforeThePortOpens) {
+  const std::string path = ::testing::TempDir() + "/broken.npy";
+  FILE* f = fopen(path.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  fputs("not a numpy file at all", f);
+  fclose(f);
+  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=words=" + path});
+  EXPECT_NE(exit.code, 0);
+  EXPECT_THAT(exit.log, HasSubstr(path + ": bad magic"));
+  EXPECT_THAT(exit.log, ::testing::Not(HasSubstr("listening")));
+}
+
+TEST(ServerLifecycle, HelpListsTheFlags) {
+  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--help"});
+  for (const char* flag : {"--table", "--default_table", "--demo_table", "--grpc_address",
+                           "--metrics_address", "--device", "--max_batch_ids",
+                           "--max_queue_delay_us", "--max_queue_ids", "--max_request_ids",
+                           "--max_response_bytes", "--inflight_batches", "--drain_seconds"}) {
+    EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
+  }
+}
+
+}  // namespace
+}  // namespace emb

@@ -1,0 +1,75 @@
+// ServerProcess: runs the real embedding-server binary on loopback for integration tests.
+//
+// The server is started with --grpc_address=127.0.0.1:0 and --metrics_address=127.0.0.1:0
+// (unless the test sets them); its log (stderr) is captured, and the ports it chose are read from
+// its start-up lines. Thread-safe.
+#ifndef EMB_TESTS_TESTING_SERVER_PROCESS_H_
+#define EMB_TESTS_TESTING_SERVER_PROCESS_H_
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace emb::testing {
+
+class ServerProcess {
+ public:
+  // Starts the server and waits until it logs that it is serving. Errors carry the server's log:
+  // it exited first (FAILED_PRECONDITION) or took longer than `timeout` (DEADLINE_EXCEEDED).
+  static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
+      std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
+
+  // Starts the server and waits for it to exit by itself (for start-up failures).
+  struct Exit {
+    int code = -1;  // exit status, or 128 + signal
+    std::string log;
+  };
+  static Exit RunToExit(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
+
+  // Kills the server (SIGKILL) if it still runs.
+  ~ServerProcess();
+
+  std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+  void Signal(int signal) const;
+  // Waits for the server to exit; -1 if it is still running after `timeout`.
+  int WaitExit(absl::Duration timeout);
+  // Everything the server logged so far.
+  std::string log() const;
+  // Waits until the log contains `text`; false after `timeout`.
+  bool WaitForLog(const std::string& text, absl::Duration timeout) const;
+
+  // The server binary (set by CMake).
+  static std::string BinaryPath();
+
+ private:
+  ServerProcess() = default;
+  absl::Status Spawn(std::vector<std::string> args);
+  void ReadLog(int fd);
+
+  pid_t pid_ = -1;
+  int exit_code_ = -1;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  std::thread reader_;
+  mutable absl::Mutex mu_;
+  std::string log_ ABSL_GUARDED_BY(mu_);
+  bool log_closed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// GET http://127.0.0.1:port/path; the body, or an error.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+}  // namespace emb::testing
+
+#endif  // EMB_TESTS_TESTING_SERVER_PROCESS_H_
