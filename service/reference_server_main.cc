@@ -23,6 +23,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "embedding/v1/embedding_service.grpc.pb.h"
@@ -115,12 +117,9 @@ class ReferenceService final : public pb::EmbeddingService::CallbackService {
       }
     }
     int64_t element_size;
-    pb::DataType dtype = request.dtype();
+    const pb::DataType dtype =
+        request.dtype() == pb::DATA_TYPE_UNSPECIFIED ? pb::DATA_TYPE_FLOAT32 : request.dtype();
     switch (dtype) {
-      case pb::DATA_TYPE_UNSPECIFIED:
-        dtype = pb::DATA_TYPE_FLOAT32;
-        element_size = 4;
-        break;
       case pb::DATA_TYPE_FLOAT32:
         element_size = 4;
         break;
@@ -181,6 +180,13 @@ std::string WithPort(const std::string& address, int port) {
 int Main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "embedding-reference-server [flags]: EmbeddingService without a table, for benchmarks");
+  absl::FlagsUsageConfig usage_config;
+  // --help and --helpshort list this file's flags only, not the libraries'.
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "service/reference_server_main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
   absl::ParseCommandLine(argc, argv);
   ReferenceConfig config;
   config.table_name = absl::GetFlag(FLAGS_table_name);

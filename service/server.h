@@ -4,6 +4,7 @@
 #ifndef EMB_SERVICE_SERVER_H_
 #define EMB_SERVICE_SERVER_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,10 +61,13 @@ class EmbeddingServer {
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  // Calls accepted by gRPC whose status is not yet sent (all services).
+  std::shared_ptr<std::atomic<int64_t>> active_calls_ = std::make_shared<std::atomic<int64_t>>(0);
   std::vector<ServedTable> tables_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
+  std::atomic<bool> shutdown_done_{false};
 };
 
 // Called when the device is lost (a sticky CUDA error): health NOT_SERVING, log, exit(1).
