@@ -1,0 +1,239 @@
+#include "client/embedding_client.h"
+
+#include <grpcpp/client_context.h>
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace emb::client {
+namespace {
+
+namespace pb = ::embedding::v1;
+
+bool IsKnownDataType(int value) {
+  return value == static_cast<int>(DataType::kFloat32) ||
+         value == static_cast<int>(DataType::kFloat16) ||
+         value == static_cast<int>(DataType::kBFloat16);
+}
+
+// A deadline must be positive and finite: the API has no call without one.
+absl::Status CheckTimeout(absl::Duration timeout) {
+  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("timeout must be positive and finite, got ", absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+void SetDeadline(absl::Duration timeout, grpc::ClientContext* ctx) {
+  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+}
+
+}  // namespace
+
+int64_t LookUpResult::num_elements() const {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    n *= d;
+  }
+  return n;
+}
+
+std::vector<float> LookUpResult::ToFloat32() const {
+  const size_t elem = ElementSize(dtype);
+  const size_t n = data.size() / elem;
+  std::vector<float> out(n);
+  if (dtype == DataType::kFloat32) {
+    std::memcpy(out.data(), data.data(), n * sizeof(float));  // little-endian host assumed
+    return out;
+  }
+  for (size_t i = 0; i < n; ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, data.data() + i * elem, sizeof(bits));
+    out[i] = dtype == DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+  }
+  return out;
+}
+
+absl::Status FromGrpcStatus(const grpc::Status& status) {
+  if (status.ok()) {
+    return absl::OkStatus();
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
+}
+
+grpc::Status ToGrpcStatus(const absl::Status& status) {
+  if (status.ok()) {
+    return grpc::Status::OK;
+  }
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string{status.message()});
+}
+
+grpc::ChannelArguments DefaultChannelArguments(int connection_id) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetMaxSendMessageSize(-1);
+  if (connection_id >= 0) {
+    // Channels with equal arguments may share a subchannel (one TCP connection); a local pool
+    // and an argument that differs per channel keep them apart.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("emb.connection_id", connection_id);
+  }
+  return args;
+}
+
+std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target, int connection_id) {
+  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
+                                   DefaultChannelArguments(connection_id));
+}
+
+void ToLookUpRequest(const LookUpRequestSpec& spec, pb::LookUpRequest* out) {
+  out->Clear();
+  out->set_table(spec.table);
+  out->mutable_ids()->Add(spec.ids.begin(), spec.ids.end());
+  out->mutable_shape()->Add(spec.shape.begin(), spec.shape.end());
+  out->set_dtype(spec.dtype.has_value() ? static_cast<pb::DataType>(*spec.dtype)
+                                        : pb::DATA_TYPE_UNSPECIFIED);
+}
+
+absl::StatusOr<LookUpResult> FromLookUpResponse(pb::LookUpResponse* response) {
+  if (!IsKnownDataType(response->dtype())) {
+    return absl::InternalError(
+        absl::StrCat("server answered with unknown dtype ", response->dtype()));
+  }
+  LookUpResult result;
+  result.dtype = static_cast<DataType>(response->dtype());
+  result.shape.assign(response->shape().begin(), response->shape().end());
+  const uint64_t elem = ElementSize(result.dtype);
+  uint64_t bytes = elem;
+  for (int64_t d : result.shape) {
+    if (d < 0 || (d > 0 && bytes > std::numeric_limits<uint64_t>::max() / d)) {
+      return absl::InternalError("server answered with an invalid shape");
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  if (result.shape.empty() || bytes != response->embeddings().size()) {
+    return absl::InternalError(absl::StrCat("server answered ", response->embeddings().size(),
+                                            " bytes for a shape of ", bytes / elem, " elements of ",
+                                            DataTypeName(result.dtype)));
+  }
+  result.data = std::move(*response->mutable_embeddings());
+  return result;
+}
+
+EmbeddingClient::EmbeddingClient(std::shared_ptr<grpc::Channel> channel)
+    : channel_(std::move(channel)),
+      stub_(pb::EmbeddingService::NewStub(channel_)),
+      health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
+
+std::unique_ptr<EmbeddingClient> EmbeddingClient::Connect(const std::string& target) {
+  return std::make_unique<EmbeddingClient>(CreateInsecureChannel(target));
+}
+
+absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(absl::string_view table,
+                                                     absl::Span<const int64_t> ids,
+                                                     absl::Span<const int64_t> shape,
+                                                     std::optional<DataType> dtype,
+                                                     absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  pb::LookUpRequest request;
+  request.set_table(std::string{table});
+  request.mutable_ids()->Add(ids.begin(), ids.end());
+  request.mutable_shape()->Add(shape.begin(), shape.end());
+  request.set_dtype(dtype.has_value() ? static_cast<pb::DataType>(*dtype)
+                                      : pb::DATA_TYPE_UNSPECIFIED);
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  pb::LookUpResponse response;
+  if (grpc::Status s = stub_->LookUp(&ctx, request, &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  return FromLookUpResponse(&response);
+}
+
+absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(const LookUpRequestSpec& spec,
+                                                     absl::Duration timeout) {
+  return LookUp(spec.table, spec.ids, spec.shape, spec.dtype, timeout);
+}
+
+void EmbeddingClient::LookUpAsync(const LookUpRequestSpec& spec, absl::Duration timeout,
+                                  absl::AnyInvocable<void(absl::StatusOr<LookUpResult>)> done) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    done(std::move(s));
+    return;
+  }
+  // Owns everything the call touches; deleted by the completion callback.
+  struct Call {
+    grpc::ClientContext ctx;
+    pb::LookUpRequest request;
+    pb::LookUpResponse response;
+    absl::AnyInvocable<void(absl::StatusOr<LookUpResult>)> done;
+  };
+  auto* call = new Call;
+  call->done = std::move(done);
+  ToLookUpRequest(spec, &call->request);
+  SetDeadline(timeout, &call->ctx);
+  stub_->async()->LookUp(&call->ctx, &call->request, &call->response,
+                         [call](const grpc::Status& s) {
+                           std::unique_ptr<Call> owned(call);
+                           if (!s.ok()) {
+                             owned->done(FromGrpcStatus(s));
+                           } else {
+                             owned->done(FromLookUpResponse(&owned->response));
+                           }
+                         });
+}
+
+absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  pb::ListTablesResponse response;
+  if (grpc::Status s = stub_->ListTables(&ctx, pb::ListTablesRequest(), &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  std::vector<TableInfo> tables;
+  tables.reserve(response.tables_size());
+  for (const pb::TableInfo& t : response.tables()) {
+    if (!IsKnownDataType(t.dtype())) {
+      return absl::InternalError(
+          absl::StrCat("server listed table \"", t.name(), "\" with unknown dtype ", t.dtype()));
+    }
+    TableInfo info;
+    info.name = t.name();
+    info.rows = t.rows();
+    info.dim = t.dim();
+    info.dtype = static_cast<DataType>(t.dtype());
+    info.device = t.device();
+    info.is_default = t.is_default();
+    tables.push_back(std::move(info));
+  }
+  return tables;
+}
+
+absl::StatusOr<std::string> EmbeddingClient::CheckHealth(absl::string_view service,
+                                                         absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service(std::string{service});
+  grpc::health::v1::HealthCheckResponse response;
+  if (grpc::Status s = health_stub_->Check(&ctx, request, &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  return grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+}
+
+}  // namespace emb::client

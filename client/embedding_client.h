@@ -1,0 +1,130 @@
+// EmbeddingClient: a typed C++ client for embedding.v1.EmbeddingService and grpc.health.v1.Health.
+//
+// Every call takes a timeout, which becomes the RPC's deadline; there is no call without one.
+// Errors come back as absl::Status with the server's gRPC code unchanged (both are
+// google.rpc.Code). Thread-safe: one client may be shared by any number of threads.
+#ifndef EMB_CLIENT_EMBEDDING_CLIENT_H_
+#define EMB_CLIENT_EMBEDDING_CLIENT_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/status.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "embedding/v1/embedding_service.grpc.pb.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "kernels/data_type.h"
+
+namespace emb::client {
+
+// The answer to one LookUp: `data` holds prod(shape) little-endian elements of `dtype`, row-major
+// over `shape`, whose last axis is the table's dim.
+struct LookUpResult {
+  std::vector<int64_t> shape;
+  DataType dtype = DataType::kFloat32;
+  std::string data;
+
+  // Number of elements, the product of `shape`.
+  int64_t num_elements() const;
+  // The elements widened to float32 (exact for every dtype).
+  std::vector<float> ToFloat32() const;
+};
+
+// One table as ListTables describes it.
+struct TableInfo {
+  std::string name;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  DataType dtype = DataType::kFloat32;
+  std::string device;
+  bool is_default = false;
+};
+
+// The arguments of one LookUp. An empty `table` selects the server's default table; an empty
+// `shape` means [ids.size()]; no `dtype` means the table's own type.
+struct LookUpRequestSpec {
+  std::string table;
+  std::vector<int64_t> ids;
+  std::vector<int64_t> shape;
+  std::optional<DataType> dtype;
+};
+
+// Converts between the two status types; the code numbers are the same.
+absl::Status FromGrpcStatus(const grpc::Status& status);
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Channel arguments of every channel this library makes: no message size limits. A
+// `connection_id` >= 0 also gives the channel a private subchannel pool and a distinct argument,
+// so that channels with different ids never share a TCP connection.
+grpc::ChannelArguments DefaultChannelArguments(int connection_id = -1);
+
+// An insecure channel to `target` ("host:port", "dns:///host:port", "unix:/path") built with
+// DefaultChannelArguments(connection_id).
+std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target,
+                                                     int connection_id = -1);
+
+// Fills `out` from `spec`. Exposed for callers that drive the generated stub themselves.
+void ToLookUpRequest(const LookUpRequestSpec& spec, embedding::v1::LookUpRequest* out);
+
+// Converts a server answer. INTERNAL if it is malformed (unknown dtype, negative dims, or a byte
+// count that does not match the shape); `response->embeddings()` is moved out on success.
+absl::StatusOr<LookUpResult> FromLookUpResponse(embedding::v1::LookUpResponse* response);
+
+class EmbeddingClient {
+ public:
+  // Uses `channel` for both services.
+  explicit EmbeddingClient(std::shared_ptr<grpc::Channel> channel);
+
+  // A client on CreateInsecureChannel(target). Connects lazily: an unreachable target shows up as
+  // UNAVAILABLE or DEADLINE_EXCEEDED on the first call.
+  static std::unique_ptr<EmbeddingClient> Connect(const std::string& target);
+
+  EmbeddingClient(const EmbeddingClient&) = delete;
+  EmbeddingClient& operator=(const EmbeddingClient&) = delete;
+
+  // Looks up `ids` (row-major over `shape`; empty shape means [ids.size()]) in `table` (empty:
+  // the default table), converted to `dtype` (nullopt: the table's type). Returns the server's
+  // status on failure (NOT_FOUND, INVALID_ARGUMENT, OUT_OF_RANGE, RESOURCE_EXHAUSTED,
+  // UNAVAILABLE, DEADLINE_EXCEEDED, ...); INVALID_ARGUMENT without calling if `timeout` is not
+  // positive and finite.
+  absl::StatusOr<LookUpResult> LookUp(absl::string_view table, absl::Span<const int64_t> ids,
+                                      absl::Span<const int64_t> shape,
+                                      std::optional<DataType> dtype, absl::Duration timeout);
+  absl::StatusOr<LookUpResult> LookUp(const LookUpRequestSpec& spec, absl::Duration timeout);
+
+  // Starts the same call without blocking; `done` runs once, on a gRPC thread, with the result.
+  // `spec` is copied, so it need not outlive the call. `done` must not block.
+  void LookUpAsync(const LookUpRequestSpec& spec, absl::Duration timeout,
+                   absl::AnyInvocable<void(absl::StatusOr<LookUpResult>)> done);
+
+  // Every table the server holds, the default table first.
+  absl::StatusOr<std::vector<TableInfo>> ListTables(absl::Duration timeout);
+
+  // grpc.health.v1.Health/Check for `service` ("" is the whole server). Returns the
+  // ServingStatus name: "SERVING", "NOT_SERVING", "UNKNOWN" or "SERVICE_UNKNOWN". NOT_FOUND if the
+  // server does not know `service`; UNIMPLEMENTED if it has no health service.
+  absl::StatusOr<std::string> CheckHealth(absl::string_view service, absl::Duration timeout);
+
+  // The generated stub, for callers that manage their own messages (the load generator).
+  embedding::v1::EmbeddingService::Stub* stub() const { return stub_.get(); }
+
+ private:
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<embedding::v1::EmbeddingService::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;
+};
+
+}  // namespace emb::client
+
+#endif  // EMB_CLIENT_EMBEDDING_CLIENT_H_

@@ -1,0 +1,302 @@
+// embedding-client: command-line client and load generator for embedding.v1.EmbeddingService.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
+#include "client/bench.h"
+#include "client/embedding_client.h"
+#include "kernels/data_type.h"
+
+namespace emb::client {
+namespace {
+
+// A duration flag that also takes plain seconds: "10" is "10s"; "500ms" and "1m" work too.
+struct FlagDuration {
+  absl::Duration value;
+};
+
+bool AbslParseFlag(absl::string_view text, FlagDuration* out, std::string* error) {
+  double seconds;
+  if (absl::SimpleAtod(text, &seconds) && std::isfinite(seconds)) {
+    out->value = absl::Seconds(seconds);
+    return true;
+  }
+  return absl::AbslParseFlag(text, &out->value, error);
+}
+
+std::string AbslUnparseFlag(FlagDuration d) { return absl::FormatDuration(d.value); }
+
+}  // namespace
+}  // namespace emb::client
+
+using emb::client::FlagDuration;
+
+ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
+ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
+          "Deadline of each call: seconds, or a duration such as 500ms.");
+ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
+ABSL_FLAG(std::string, dtype, "",
+          "Answer type: float32, float16 or bfloat16; empty means the table's own type.");
+// lookup
+ABSL_FLAG(std::string, ids_file, "",
+          "lookup: read the ids from this file (separated by whitespace or commas).");
+ABSL_FLAG(std::vector<std::string>, shape, {},
+          "lookup: shape of the ids, e.g. 4,8; empty means [number of ids].");
+// bench
+ABSL_FLAG(int32_t, concurrency, 1, "bench: calls kept in flight (closed loop).");
+ABSL_FLAG(int32_t, connections, 1, "bench: channels, each its own TCP connection.");
+ABSL_FLAG(double, rps, 0,
+          "bench: if > 0, open loop: start calls at this fixed rate and measure latency from "
+          "each call's scheduled start.");
+ABSL_FLAG(int32_t, max_inflight, 4096,
+          "bench, open loop: most calls in flight; a call waiting for a slot counts the wait.");
+ABSL_FLAG(FlagDuration, duration, FlagDuration{absl::Seconds(10)},
+          "bench: length of the measured phase (ignored when --requests > 0).");
+ABSL_FLAG(int64_t, requests, 0, "bench: if > 0, measure exactly this many calls.");
+ABSL_FLAG(FlagDuration, warmup, FlagDuration{absl::Seconds(1)},
+          "bench: run this long at the same load first, not recorded.");
+ABSL_FLAG(int64_t, ids_per_request, 16, "bench: ids in each LookUp.");
+ABSL_FLAG(std::string, id_distribution, "uniform",
+          "bench: uniform or zipf, over the table's rows (read from ListTables).");
+ABSL_FLAG(double, zipf_exponent, 1.0, "bench: exponent s of --id_distribution=zipf.");
+ABSL_FLAG(uint64_t, seed, 1, "bench: seed of the id generator.");
+ABSL_FLAG(bool, json, false, "bench: print one JSON object instead of text.");
+
+namespace emb::client {
+namespace {
+
+constexpr char kUsage[] =
+    "embedding-client [flags] COMMAND [ARGS]\n"
+    "\n"
+    "Commands:\n"
+    "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
+    "                   (put negative ids after --, e.g. lookup -- -1)\n"
+    "  tables           list the server's tables\n"
+    "  health [SERVICE] grpc.health.v1 Check; prints the status, exits 0 only if SERVING\n"
+    "  bench            load generator; prints req/s, ids/s, payload MB/s, latency percentiles\n"
+    "                   and status counts (--json: one JSON object)\n";
+
+absl::StatusOr<std::optional<DataType>> DtypeFromFlag() {
+  const std::string name = absl::GetFlag(FLAGS_dtype);
+  if (name.empty()) {
+    return std::optional<DataType>();
+  }
+  DataType t;
+  if (!ParseDataType(name.c_str(), &t)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--dtype must be float32, float16 or bfloat16, got \"", name, "\""));
+  }
+  return std::optional<DataType>(t);
+}
+
+absl::Status ParseIds(const std::vector<std::string>& tokens, std::vector<int64_t>* ids) {
+  for (const std::string& token : tokens) {
+    int64_t id;
+    if (!absl::SimpleAtoi(token, &id)) {
+      return absl::InvalidArgumentError(absl::StrCat("not an id: \"", token, "\""));
+    }
+    ids->push_back(id);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadIdsFile(const std::string& path, std::vector<int64_t>* ids) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot open --ids_file ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  std::vector<std::string> tokens =
+      absl::StrSplit(text.str(), absl::ByAnyChar(" \t\r\n,"), absl::SkipEmpty());
+  return ParseIds(tokens, ids);
+}
+
+int Fail(absl::string_view command, const absl::Status& status) {
+  std::cerr << "embedding-client " << command << ": " << status << "\n";
+  return 1;
+}
+
+int LookUpCommand(EmbeddingClient& client, const std::vector<std::string>& args) {
+  std::vector<int64_t> ids;
+  if (absl::Status s = ParseIds(args, &ids); !s.ok()) {
+    return Fail("lookup", s);
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_ids_file); !path.empty()) {
+    if (absl::Status s = ReadIdsFile(path, &ids); !s.ok()) {
+      return Fail("lookup", s);
+    }
+  }
+  std::vector<int64_t> shape;
+  for (const std::string& d : absl::GetFlag(FLAGS_shape)) {
+    int64_t v;
+    if (!absl::SimpleAtoi(d, &v)) {
+      return Fail("lookup", absl::InvalidArgumentError(absl::StrCat("bad --shape entry ", d)));
+    }
+    shape.push_back(v);
+  }
+  absl::StatusOr<std::optional<DataType>> dtype = DtypeFromFlag();
+  if (!dtype.ok()) {
+    return Fail("lookup", dtype.status());
+  }
+  absl::StatusOr<LookUpResult> result = client.LookUp(absl::GetFlag(FLAGS_table), ids, shape,
+                                                      *dtype, absl::GetFlag(FLAGS_timeout).value);
+  if (!result.ok()) {
+    return Fail("lookup", result.status());
+  }
+  std::string out = absl::StrCat("shape [", absl::StrJoin(result->shape, ", "), "]\n", "dtype ",
+                                 DataTypeName(result->dtype), "\n");
+  const std::vector<float> values = result->ToFloat32();
+  const int64_t dim = result->shape.back();
+  for (size_t row = 0; dim > 0 && (row + 1) * dim <= values.size(); ++row) {
+    absl::StrAppend(&out, row < ids.size() ? absl::StrCat(ids[row]) : "?", ":");
+    for (int64_t j = 0; j < dim; ++j) {
+      absl::StrAppend(&out, " ", values[row * dim + j]);
+    }
+    absl::StrAppend(&out, "\n");
+  }
+  std::cout << out;
+  return 0;
+}
+
+int TablesCommand(EmbeddingClient& client) {
+  absl::StatusOr<std::vector<TableInfo>> tables =
+      client.ListTables(absl::GetFlag(FLAGS_timeout).value);
+  if (!tables.ok()) {
+    return Fail("tables", tables.status());
+  }
+  std::vector<std::vector<std::string>> cells = {
+      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT"}};
+  for (const TableInfo& t : *tables) {
+    cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
+                     t.device, t.is_default ? "yes" : "no"});
+  }
+  std::vector<size_t> width(cells.front().size(), 0);
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      width[i] = std::max(width[i], row[i].size());
+    }
+  }
+  std::string out;
+  for (const auto& row : cells) {
+    for (size_t i = 0; i < row.size(); ++i) {
+      absl::StrAppend(&out, row[i],
+                      i + 1 < row.size() ? std::string(width[i] - row[i].size() + 2, ' ') : "\n");
+    }
+  }
+  std::cout << out;
+  return 0;
+}
+
+int HealthCommand(EmbeddingClient& client, const std::vector<std::string>& args) {
+  if (args.size() > 1) {
+    return Fail("health", absl::InvalidArgumentError("takes at most one service name"));
+  }
+  absl::StatusOr<std::string> status =
+      client.CheckHealth(args.empty() ? "" : args[0], absl::GetFlag(FLAGS_timeout).value);
+  if (!status.ok()) {
+    return Fail("health", status.status());
+  }
+  std::cout << *status << "\n";
+  return *status == "SERVING" ? 0 : 2;
+}
+
+int BenchCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    return Fail("bench", absl::InvalidArgumentError("takes no arguments, only flags"));
+  }
+  BenchConfig config;
+  config.target = absl::GetFlag(FLAGS_target);
+  config.connections = absl::GetFlag(FLAGS_connections);
+  config.concurrency = absl::GetFlag(FLAGS_concurrency);
+  config.rps = absl::GetFlag(FLAGS_rps);
+  config.max_inflight = absl::GetFlag(FLAGS_max_inflight);
+  config.duration = absl::GetFlag(FLAGS_duration).value;
+  config.requests = absl::GetFlag(FLAGS_requests);
+  config.warmup = absl::GetFlag(FLAGS_warmup).value;
+  config.ids_per_request = absl::GetFlag(FLAGS_ids_per_request);
+  config.zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);
+  config.table = absl::GetFlag(FLAGS_table);
+  config.seed = absl::GetFlag(FLAGS_seed);
+  config.timeout = absl::GetFlag(FLAGS_timeout).value;
+  absl::StatusOr<IdDistribution> distribution =
+      ParseIdDistribution(absl::GetFlag(FLAGS_id_distribution));
+  if (!distribution.ok()) {
+    return Fail("bench", distribution.status());
+  }
+  config.distribution = *distribution;
+  absl::StatusOr<std::optional<DataType>> dtype = DtypeFromFlag();
+  if (!dtype.ok()) {
+    return Fail("bench", dtype.status());
+  }
+  config.dtype = *dtype;
+  absl::StatusOr<BenchReport> report = RunBench(config);
+  if (!report.ok()) {
+    return Fail("bench", report.status());
+  }
+  std::cout << (absl::GetFlag(FLAGS_json) ? FormatBenchJson(*report) + "\n"
+                                          : FormatBenchText(config, *report));
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(kUsage);
+  absl::FlagsUsageConfig usage_config;
+  // --help and --helpshort list this file's flags only, not the libraries'.
+  usage_config.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "client/main.cc");
+  };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() < 2) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string command = positional[1];
+  const std::vector<std::string> args(positional.begin() + 2, positional.end());
+  if (command == "bench") {
+    return BenchCommand(args);
+  }
+  std::unique_ptr<EmbeddingClient> client = EmbeddingClient::Connect(absl::GetFlag(FLAGS_target));
+  if (command == "lookup") {
+    return LookUpCommand(*client, args);
+  }
+  if (command == "tables") {
+    if (!args.empty()) {
+      return Fail("tables", absl::InvalidArgumentError("takes no arguments"));
+    }
+    return TablesCommand(*client);
+  }
+  if (command == "health") {
+    return HealthCommand(*client, args);
+  }
+  std::cerr << "embedding-client: unknown command \"" << command << "\"\n\n" << kUsage;
+  return 2;
+}
+
+}  // namespace
+}  // namespace emb::client
+
+int main(int argc, char** argv) { return emb::client::Main(argc, argv); }
