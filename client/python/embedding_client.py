@@ -1,0 +1,68 @@
+"""A small Python client for embedding.v1.EmbeddingService.
+
+Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1 on sys.path
+(scripts/gen-python-stubs DIR writes them; `python3 -m grpc_tools.protoc` works as well):
+
+    from embedding_client import EmbeddingClient
+    with EmbeddingClient("localhost:50051") as c:
+        rows = c.look_up([[1, 2], [3, 4]], dtype="float32")   # numpy array [2, 2, dim]
+
+Errors are grpc.RpcError with the server's code and message (e.g. OUT_OF_RANGE naming the id).
+"""
+
+import grpc
+import numpy as np
+
+from embedding.v1 import embedding_service_pb2 as pb
+from embedding.v1 import embedding_service_pb2_grpc as pb_grpc
+
+_DTYPES = {
+    "float32": (pb.DATA_TYPE_FLOAT32, np.dtype("<f4")),
+    "float16": (pb.DATA_TYPE_FLOAT16, np.dtype("<f2")),
+    # numpy has no bfloat16: the rows come back widened to float32 (exact).
+    "bfloat16": (pb.DATA_TYPE_BFLOAT16, np.dtype("<u2")),
+}
+_BY_ENUM = {v[0]: k for k, v in _DTYPES.items()}
+
+
+class EmbeddingClient:
+    """Thread-safe; one channel, reused for every call."""
+
+    def __init__(self, target, timeout=5.0):
+        self._channel = grpc.insecure_channel(
+            target,
+            options=[("grpc.max_receive_message_length", -1),
+                     ("grpc.max_send_message_length", -1)])
+        self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
+        self._timeout = timeout
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._channel.close()
+
+    def look_up(self, ids, table="", dtype=None, timeout=None):
+        """Rows of `ids` (any int array shape) as a numpy array of shape ids.shape + (dim,).
+
+        dtype: "float32", "float16", "bfloat16" (returned as float32) or None (the table's own).
+        """
+        ids = np.asarray(ids, dtype=np.int64)
+        request = pb.LookUpRequest(table=table, ids=ids.ravel().tolist(), shape=list(ids.shape))
+        if dtype is not None:
+            request.dtype = _DTYPES[dtype][0]
+        response = self._stub.LookUp(request, timeout=timeout or self._timeout)
+        name = _BY_ENUM[response.dtype]
+        rows = np.frombuffer(response.embeddings, dtype=_DTYPES[name][1])
+        if name == "bfloat16":
+            rows = (rows.astype(np.uint32) << 16).view(np.float32)
+        return rows.reshape(tuple(response.shape))
+
+    def list_tables(self, timeout=None):
+        """[{name, rows, dim, dtype, device, is_default}, ...], the default table first."""
+        response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
+        return [dict(name=t.name, rows=t.rows, dim=t.dim, dtype=_BY_ENUM.get(t.dtype, "unknown"),
+                     device=t.device, is_default=t.is_default) for t in response.tables]
