@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -434,6 +435,10 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
     spec.tensor = std::string(path.substr(hash + 1));
     path = path.substr(0, hash);
   }
+  if (path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--table=", flag, ": expected NAME=PATH[#TENSOR]; the path is missing"));
+  }
   spec.path = std::string(path);
   return spec;
 }
@@ -506,19 +511,22 @@ TableSource::~TableSource() {
 }
 
 absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
-  if (offset + dst.size() > bytes()) {
+  if (offset > bytes() || dst.size() > bytes() - offset) {
     return absl::OutOfRangeError(absl::StrCat(origin_, ": read past the table's ", bytes(),
                                               " bytes"));
   }
   if (fd_ >= 0) {
     return PreadAll(fd_, data_offset_ + offset, dst, origin_);
   }
-  // Demo rows are float32; ranges start and end on element boundaries.
-  const size_t first = offset / 4;
-  const size_t count = dst.size() / 4;
-  for (size_t i = 0; i < count; ++i) {
-    const float v = DemoValue(demo_seed_, first + i);
-    std::memcpy(dst.data() + 4 * i, &v, 4);
+  // Demo rows are float32 made on the fly; copy the bytes of each element the range touches.
+  size_t done = 0;
+  while (done < dst.size()) {
+    const size_t byte = offset + done;
+    const float v = DemoValue(demo_seed_, byte / 4);
+    const size_t skip = byte % 4;
+    const size_t n = std::min<size_t>(4 - skip, dst.size() - done);
+    std::memcpy(dst.data() + done, reinterpret_cast<const std::byte*>(&v) + skip, n);
+    done += n;
   }
   return absl::OkStatus();
 }

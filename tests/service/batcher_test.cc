@@ -1,0 +1,581 @@
+#include "service/batcher.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_gather.h"
+#include "kernels/data_type.h"
+#include "service/cpu_store.h"
+#include "service/embedding_store.h"
+#include "service/metrics.h"
+#include "service/table_source.h"
+#include "tests/testing/status_matchers.h"
+
+namespace emb::service {
+namespace {
+
+using ::emb::testing::IsOk;
+using ::emb::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr int64_t kRows = 1000;
+constexpr int64_t kDim = 24;
+// Long enough that a batch never flushes by time within a test: only a full batch or Shutdown()
+// makes it run.
+constexpr absl::Duration kForever = absl::Hours(1);
+
+// A clock that moves only when told to.
+class FakeClock final : public Clock {
+ public:
+  absl::Time Now() override {
+    absl::MutexLock lock(&mu_);
+    return now_;
+  }
+  void Advance(absl::Duration d) {
+    absl::MutexLock lock(&mu_);
+    now_ += d;
+  }
+
+ private:
+  absl::Mutex mu_;
+  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1700000000);
+};
+
+// Wraps a store: records each LookUp's id count and answer type and, while the gate is closed,
+// holds every LookUp (on the batcher's thread) until Open().
+class GateStore final : public EmbeddingStore {
+ public:
+  struct Call {
+    size_t ids;
+    DataType out_type;
+    bool operator==(const Call& o) const { return ids == o.ids && out_type == o.out_type; }
+  };
+
+  GateStore(EmbeddingStore* inner, bool open) : inner_(inner), open_(open) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  int64_t rows() const override { return inner_->rows(); }
+  int64_t dim() const override { return inner_->dim(); }
+  DataType dtype() const override { return inner_->dtype(); }
+  const std::string& device() const override { return inner_->device(); }
+  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      calls_.push_back(Call{ids.size(), out_type});
+      mu_.Await(absl::Condition(&open_));
+    }
+    inner_->LookUp(ids, out_type, std::move(done));
+  }
+
+  void Open() {
+    absl::MutexLock lock(&mu_);
+    open_ = true;
+  }
+  // Blocks until `n` LookUps have started (and, while the gate is closed, are being held).
+  void WaitForCalls(size_t n) {
+    absl::MutexLock lock(&mu_);
+    auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return calls_.size() >= n; };
+    mu_.Await(absl::Condition(&reached));
+  }
+  std::vector<Call> calls() const {
+    absl::MutexLock lock(&mu_);
+    return calls_;
+  }
+
+ private:
+  EmbeddingStore* const inner_;
+  mutable absl::Mutex mu_;
+  bool open_ ABSL_GUARDED_BY(mu_);
+  std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
+};
+
+void PrintTo(const GateStore::Call& c, std::ostream* os) {
+  *os << "{" << c.ids << " ids, " << DataTypeName(c.out_type) << "}";
+}
+
+// A store whose every LookUp fails.
+class FailingStore final : public EmbeddingStore {
+ public:
+  explicit FailingStore(EmbeddingStore* inner) : inner_(inner) {}
+  const std::string& name() const override { return inner_->name(); }
+  int64_t rows() const override { return inner_->rows(); }
+  int64_t dim() const override { return inner_->dim(); }
+  DataType dtype() const override { return inner_->dtype(); }
+  const std::string& device() const override { return inner_->device(); }
+  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+  void LookUp(absl::Span<const int64_t>, DataType, Done done) override {
+    done(absl::InternalError("cudaErrorMemoryAllocation: out of memory"), {}, StageTimes{});
+  }
+
+ private:
+  EmbeddingStore* const inner_;
+};
+
+// One caller: its ids, its answer buffer and what `done` reported.
+struct Call {
+  Call(std::vector<int64_t> ids_in, DataType type) : ids(std::move(ids_in)), out_type(type) {
+    out.assign(ids.size() * kDim * ElementSize(out_type), std::byte{0});
+  }
+
+  // A request that answers into this call; `this` must outlive it.
+  Batcher::Request Request(absl::Time deadline = absl::InfiniteFuture()) {
+    Batcher::Request r;
+    r.ids = ids;
+    r.out_type = out_type;
+    r.out = out.data();
+    r.deadline = deadline;
+    r.done = [this](const absl::Status& s) {
+      status = s;
+      if (done_count.fetch_add(1) == 0) {
+        done.Notify();
+      }
+    };
+    return r;
+  }
+
+  std::vector<int64_t> ids;
+  DataType out_type;
+  std::vector<std::byte> out;
+  absl::Status status;
+  std::atomic<int> done_count{0};
+  absl::Notification done;
+};
+
+std::vector<int64_t> Iota(int64_t first, int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    ids[static_cast<size_t>(i)] = (first + i * 37) % kRows;
+  }
+  return ids;
+}
+
+class BatcherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    source_ = TableSource::Demo("t", kRows, kDim, /*seed=*/2024);
+    auto rows = source_->Map();
+    ASSERT_THAT(rows, IsOk());
+    table_ = std::move(*rows);
+    auto store = CpuStore::Create(*source_, /*max_batch_ids=*/1 << 16);
+    ASSERT_THAT(store, IsOk());
+    store_ = std::move(*store);
+    table_metrics_ = metrics_.AddTable("t", "float32", "cpu", kRows, kDim,
+                                       static_cast<int64_t>(source_->bytes()));
+  }
+
+  // Rows `ids` of the table converted to `type`, from the CPU reference gather.
+  std::vector<std::byte> Expected(absl::Span<const int64_t> ids, DataType type) const {
+    std::vector<std::byte> out(ids.size() * kDim * ElementSize(type));
+    kernels::CpuGather(table_->data(), DataType::kFloat32, kDim, ids, type, out.data());
+    return out;
+  }
+
+  // Empty when `call` got OK and exactly its own rows; otherwise what went wrong.
+  std::string CheckRows(const Call& call) const {
+    if (call.done_count.load() != 1) {
+      return absl::StrCat("done ran ", call.done_count.load(), " times");
+    }
+    if (!call.status.ok()) {
+      return call.status.ToString();
+    }
+    const std::vector<std::byte> want = Expected(call.ids, call.out_type);
+    const size_t size = ElementSize(call.out_type);
+    for (size_t e = 0; e < want.size() / size; ++e) {
+      if (std::memcmp(want.data() + e * size, call.out.data() + e * size, size) != 0) {
+        const size_t row = e / kDim;
+        return absl::StrCat(DataTypeName(call.out_type), " answer differs at position ", row,
+                            " (id ", call.ids[row], "), element ", e % kDim, " of ",
+                            call.ids.size(), " rows");
+      }
+    }
+    return "";
+  }
+
+  static bool Untouched(const Call& call) {
+    return std::all_of(call.out.begin(), call.out.end(),
+                       [](std::byte b) { return b == std::byte{0}; });
+  }
+
+  Metrics metrics_;  // fresh per test
+  TableMetrics table_metrics_{};
+  std::unique_ptr<TableSource> source_;
+  std::unique_ptr<HostRows> table_;
+  std::unique_ptr<CpuStore> store_;
+  FakeClock clock_;
+};
+
+// --- Concurrency --------------------------------------------------------------------------------
+
+TEST_F(BatcherTest, ManyThreadsEachGetTheirOwnRows) {
+  constexpr int kThreads = 16;
+  constexpr int kRounds = 25;
+  constexpr int kBurst = 4;  // requests a thread has in flight at once
+  constexpr int64_t kMaxBatchIds = 1024;
+  GateStore counting(store_.get(), /*open=*/true);
+  BatcherOptions options;
+  options.max_batch_ids = kMaxBatchIds;
+  options.max_queue_delay = absl::Microseconds(300);
+  Batcher batcher(&counting, options, table_metrics_);  // real clock
+
+  std::atomic<int64_t> total_requests{0};
+  std::atomic<int64_t> total_ids{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937_64 rng(1000 + t);
+      std::uniform_int_distribution<int64_t> length(1, 300);
+      std::uniform_int_distribution<int64_t> id(0, kRows - 1);
+      const DataType types[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+      for (int round = 0; round < kRounds; ++round) {
+        std::vector<std::unique_ptr<Call>> calls;
+        for (int i = 0; i < kBurst; ++i) {
+          std::vector<int64_t> ids(static_cast<size_t>(length(rng)));
+          for (int64_t& x : ids) {
+            x = id(rng);
+          }
+          auto call = std::make_unique<Call>(std::move(ids), types[rng() % 3]);
+          if (absl::Status s = batcher.Submit(call->Request()); !s.ok()) {
+            ADD_FAILURE() << "thread " << t << " round " << round << ": " << s;
+            continue;
+          }
+          total_requests += 1;
+          total_ids += static_cast<int64_t>(call->ids.size());
+          calls.push_back(std::move(call));
+        }
+        for (auto& call : calls) {
+          call->done.WaitForNotification();
+        }
+        for (auto& call : calls) {
+          EXPECT_EQ(CheckRows(*call), "") << "thread " << t << " round " << round;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  batcher.Shutdown();
+
+  const std::vector<GateStore::Call> calls = counting.calls();
+  size_t largest = 0;
+  size_t ids_seen = 0;
+  for (const GateStore::Call& c : calls) {
+    largest = std::max(largest, c.ids);
+    ids_seen += c.ids;
+  }
+  EXPECT_LE(largest, static_cast<size_t>(kMaxBatchIds));
+  EXPECT_EQ(ids_seen, static_cast<size_t>(total_ids.load()));
+  const auto batches = table_metrics_.batch_requests->Collect().histogram;
+  EXPECT_EQ(batches.sample_count, calls.size());
+  EXPECT_EQ(batches.sample_sum, static_cast<double>(total_requests.load()));
+  // Some batch held more than one request: fewer batches than requests.
+  EXPECT_LT(calls.size(), static_cast<size_t>(total_requests.load()));
+  EXPECT_EQ(table_metrics_.ids->Value(), static_cast<double>(total_ids.load()));
+  EXPECT_EQ(batcher.queued_ids_for_test(), 0);
+}
+
+// --- Batch forming ------------------------------------------------------------------------------
+
+TEST_F(BatcherTest, BatchNeverExceedsMaxBatchIds) {
+  GateStore gate(store_.get(), /*open=*/false);
+  BatcherOptions options;
+  options.max_batch_ids = 10;
+  Batcher batcher(&gate, options, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);  // the worker holds the blocker's batch; the rest queue behind it
+
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int64_t n : {4, 4, 4, 3, 7, 10}) {
+    calls.push_back(std::make_unique<Call>(Iota(n * 11, n), DataType::kFloat32));
+    EXPECT_THAT(batcher.Submit(calls.back()->Request()), IsOk());
+  }
+  EXPECT_EQ(batcher.queued_ids_for_test(), 32);
+  gate.Open();
+  batcher.Shutdown();
+
+  const DataType f32 = DataType::kFloat32;
+  EXPECT_THAT(gate.calls(),
+              ElementsAre(GateStore::Call{1, f32}, GateStore::Call{8, f32}, GateStore::Call{7, f32},
+                          GateStore::Call{7, f32}, GateStore::Call{10, f32}));
+  EXPECT_EQ(CheckRows(blocker), "");
+  for (const auto& call : calls) {
+    EXPECT_EQ(CheckRows(*call), "") << call->ids.size() << " ids";
+  }
+}
+
+TEST_F(BatcherTest, MoreIdsThanABatchIsInvalidArgument) {
+  BatcherOptions options;
+  options.max_batch_ids = 10;
+  Batcher batcher(store_.get(), options, table_metrics_, &clock_);
+  Call call(Iota(0, 11), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(call.Request()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("11 ids")));
+  batcher.Shutdown();
+  EXPECT_EQ(call.done_count.load(), 0);
+}
+
+TEST_F(BatcherTest, AnswerTypesNeverShareABatch) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+
+  Call b(Iota(1, 3), DataType::kFloat16);
+  Call c(Iota(2, 2), DataType::kFloat32);
+  Call d(Iota(3, 4), DataType::kBFloat16);
+  Call e(Iota(4, 5), DataType::kFloat16);
+  Call f(Iota(5, 1), DataType::kFloat32);
+  for (Call* call : {&b, &c, &d, &e, &f}) {
+    EXPECT_THAT(batcher.Submit(call->Request()), IsOk());
+  }
+  gate.Open();
+  batcher.Shutdown();
+
+  // Oldest first; each batch takes the queued requests of its first request's type.
+  EXPECT_THAT(
+      gate.calls(),
+      ElementsAre(GateStore::Call{1, DataType::kFloat32}, GateStore::Call{8, DataType::kFloat16},
+                  GateStore::Call{3, DataType::kFloat32}, GateStore::Call{4, DataType::kBFloat16}));
+  for (Call* call : {&blocker, &b, &c, &d, &e, &f}) {
+    EXPECT_EQ(CheckRows(*call), "") << DataTypeName(call->out_type);
+  }
+}
+
+TEST_F(BatcherTest, FlushesAsSoonAsTheQueueHoldsAFullBatch) {
+  GateStore counting(store_.get(), /*open=*/true);
+  BatcherOptions options;
+  options.max_batch_ids = 10;
+  options.max_queue_delay = kForever;
+  Batcher batcher(&counting, options, table_metrics_, &clock_);
+  Call a(Iota(0, 4), DataType::kFloat32);
+  Call b(Iota(1, 4), DataType::kFloat32);
+  Call c(Iota(2, 3), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(a.Request()), IsOk());
+  EXPECT_THAT(batcher.Submit(b.Request()), IsOk());
+  EXPECT_THAT(batcher.Submit(c.Request()), IsOk());  // 11 ids queued: a full batch is waiting
+
+  a.done.WaitForNotification();
+  b.done.WaitForNotification();
+  EXPECT_EQ(CheckRows(a), "");
+  EXPECT_EQ(CheckRows(b), "");
+  // c did not fit; alone it waits for the queue delay (or Shutdown).
+  EXPECT_FALSE(c.done.HasBeenNotified());
+  batcher.Shutdown();
+  EXPECT_EQ(CheckRows(c), "");
+  EXPECT_THAT(counting.calls(), ElementsAre(GateStore::Call{8, DataType::kFloat32},
+                                            GateStore::Call{3, DataType::kFloat32}));
+  const auto batches = table_metrics_.batch_requests->Collect().histogram;
+  EXPECT_EQ(batches.sample_count, 2u);
+  EXPECT_EQ(batches.sample_sum, 3.0);
+}
+
+TEST_F(BatcherTest, AnswersALoneRequestAfterTheQueueDelay) {
+  BatcherOptions options;
+  options.max_queue_delay = absl::Milliseconds(1);
+  // Declared before the batcher, so that it outlives it whatever happens.
+  Call a(Iota(7, 5), DataType::kBFloat16);
+  Batcher batcher(store_.get(), options, table_metrics_);  // real clock: the delay must pass
+  EXPECT_THAT(batcher.Submit(a.Request()), IsOk());
+  ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(CheckRows(a), "");
+}
+
+// --- Dropped requests ---------------------------------------------------------------------------
+
+TEST_F(BatcherTest, DropsARequestWhoseDeadlinePassedInTheQueue) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 2), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+
+  Call late(Iota(1, 5), DataType::kFloat32);
+  Call before(Iota(2, 3), DataType::kFloat32);
+  Call after(Iota(3, 6), DataType::kFloat32);
+  const absl::Time t = clock_.Now() + absl::Seconds(1);
+  EXPECT_THAT(batcher.Submit(before.Request()), IsOk());
+  EXPECT_THAT(batcher.Submit(late.Request(t)), IsOk());
+  EXPECT_THAT(batcher.Submit(after.Request(t + absl::Seconds(10))), IsOk());
+  clock_.Advance(absl::Seconds(2));  // past t, before t + 10 s
+  gate.Open();
+  batcher.Shutdown();
+
+  EXPECT_EQ(late.done_count.load(), 1);
+  EXPECT_THAT(late.status, StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("table 't'")));
+  EXPECT_TRUE(Untouched(late));
+  EXPECT_EQ(table_metrics_.dropped_deadline->Value(), 1.0);
+  EXPECT_EQ(table_metrics_.dropped_cancelled->Value(), 0.0);
+  // The others in its batch still get their rows, and the dropped ids never reach the store.
+  EXPECT_EQ(CheckRows(blocker), "");
+  EXPECT_EQ(CheckRows(before), "");
+  EXPECT_EQ(CheckRows(after), "");
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{2, DataType::kFloat32},
+                                        GateStore::Call{9, DataType::kFloat32}));
+}
+
+TEST_F(BatcherTest, DeadlineNotYetPassedIsServed) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  Call a(Iota(0, 3), DataType::kFloat16);
+  EXPECT_THAT(batcher.Submit(a.Request(clock_.Now() + absl::Milliseconds(1))), IsOk());
+  batcher.Shutdown();
+  EXPECT_EQ(CheckRows(a), "");
+  EXPECT_EQ(table_metrics_.dropped_deadline->Value(), 0.0);
+}
+
+TEST_F(BatcherTest, DropsACancelledRequest) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 2), DataType::kFloat16);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+
+  Call cancelled(Iota(1, 5), DataType::kFloat16);
+  Call live(Iota(2, 4), DataType::kFloat16);
+  Batcher::Request r = cancelled.Request();
+  r.is_cancelled = [] { return true; };
+  EXPECT_THAT(batcher.Submit(std::move(r)), IsOk());
+  Batcher::Request l = live.Request();
+  l.is_cancelled = [] { return false; };
+  EXPECT_THAT(batcher.Submit(std::move(l)), IsOk());
+  gate.Open();
+  batcher.Shutdown();
+
+  EXPECT_EQ(cancelled.done_count.load(), 1);
+  EXPECT_THAT(cancelled.status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_TRUE(Untouched(cancelled));
+  EXPECT_EQ(table_metrics_.dropped_cancelled->Value(), 1.0);
+  EXPECT_EQ(table_metrics_.dropped_deadline->Value(), 0.0);
+  EXPECT_EQ(CheckRows(blocker), "");
+  EXPECT_EQ(CheckRows(live), "");
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{2, DataType::kFloat16},
+                                        GateStore::Call{4, DataType::kFloat16}));
+}
+
+TEST_F(BatcherTest, BatchOfOnlyDroppedRequestsNeverReachesTheStore) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+  Call late(Iota(1, 5), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(late.Request(clock_.Now())), IsOk());
+  clock_.Advance(absl::Seconds(1));
+  gate.Open();
+  batcher.Shutdown();  // also checks that the empty batch is not left in flight
+
+  EXPECT_THAT(late.status, StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{1, DataType::kFloat32}));
+}
+
+// --- Back-pressure and shutdown -----------------------------------------------------------------
+
+TEST_F(BatcherTest, FullQueueIsResourceExhausted) {
+  GateStore gate(store_.get(), /*open=*/false);
+  BatcherOptions options;
+  options.max_queue_ids = 10;
+  Batcher batcher(&gate, options, table_metrics_, &clock_);
+  Call blocker(Iota(0, 5), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);  // taken off the queue: it no longer counts
+
+  Call first(Iota(1, 6), DataType::kFloat32);
+  Call rejected(Iota(2, 5), DataType::kFloat32);
+  Call fits(Iota(3, 4), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(first.Request()), IsOk());
+  EXPECT_THAT(batcher.Submit(rejected.Request()),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("queue is full")));
+  EXPECT_EQ(batcher.queued_ids_for_test(), 6);
+  EXPECT_THAT(batcher.Submit(fits.Request()), IsOk());  // exactly max_queue_ids
+  EXPECT_EQ(batcher.queued_ids_for_test(), 10);
+  EXPECT_EQ(table_metrics_.queue_ids->Value(), 10.0);
+  gate.Open();
+  batcher.Shutdown();
+
+  EXPECT_EQ(rejected.done_count.load(), 0);
+  EXPECT_TRUE(Untouched(rejected));
+  EXPECT_EQ(CheckRows(blocker), "");
+  EXPECT_EQ(CheckRows(first), "");
+  EXPECT_EQ(CheckRows(fits), "");
+  EXPECT_EQ(table_metrics_.queue_ids->Value(), 0.0);
+}
+
+TEST_F(BatcherTest, SubmitAfterShutdownIsUnavailable) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  batcher.Shutdown();
+  Call call(Iota(0, 3), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(call.Request()), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_EQ(call.done_count.load(), 0);
+}
+
+TEST_F(BatcherTest, ShutdownRunsEveryQueuedRequest) {
+  GateStore counting(store_.get(), /*open=*/true);
+  BatcherOptions options;
+  options.max_queue_delay = kForever;  // nothing runs until Shutdown()
+  Batcher batcher(&counting, options, table_metrics_, &clock_);
+  std::vector<std::unique_ptr<Call>> calls;
+  const DataType types[] = {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16};
+  for (int i = 0; i < 9; ++i) {
+    calls.push_back(std::make_unique<Call>(Iota(i, 1 + 13 * i), types[i % 3]));
+    EXPECT_THAT(batcher.Submit(calls.back()->Request()), IsOk());
+  }
+  batcher.Shutdown();
+  for (const auto& call : calls) {
+    EXPECT_EQ(CheckRows(*call), "") << call->ids.size() << " ids";
+  }
+  EXPECT_EQ(counting.calls().size(), 3u);  // one batch per answer type
+  EXPECT_EQ(batcher.queued_ids_for_test(), 0);
+  EXPECT_EQ(table_metrics_.inflight_batches->Value(), 0.0);
+}
+
+TEST_F(BatcherTest, ShutdownTwiceIsHarmless) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  Call call(Iota(0, 3), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(call.Request()), IsOk());
+  batcher.Shutdown();
+  batcher.Shutdown();  // and once more from the destructor
+  EXPECT_EQ(CheckRows(call), "");
+}
+
+TEST_F(BatcherTest, StoreErrorReachesEveryCallerInTheBatch) {
+  FailingStore failing(store_.get());
+  BatcherOptions options;
+  options.max_queue_delay = kForever;
+  Batcher batcher(&failing, options, table_metrics_, &clock_);
+  Call a(Iota(0, 3), DataType::kFloat32);
+  Call b(Iota(1, 2), DataType::kFloat32);
+  EXPECT_THAT(batcher.Submit(a.Request()), IsOk());
+  EXPECT_THAT(batcher.Submit(b.Request()), IsOk());
+  batcher.Shutdown();
+  for (Call* call : {&a, &b}) {
+    EXPECT_EQ(call->done_count.load(), 1);
+    EXPECT_THAT(call->status,
+                StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorMemoryAllocation")));
+    EXPECT_TRUE(Untouched(*call));
+  }
+  EXPECT_EQ(table_metrics_.ids->Value(), 0.0);
+}
+
+}  // namespace
+}  // namespace emb::service

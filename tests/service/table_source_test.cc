@@ -1,0 +1,580 @@
+#include "service/table_source.h"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "kernels/data_type.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/table_files.h"
+
+namespace emb::service {
+namespace {
+
+using ::emb::testing::IsOk;
+using ::emb::testing::NpyDict;
+using ::emb::testing::NpyFile;
+using ::emb::testing::NpyHeader;
+using ::emb::testing::RandomRows;
+using ::emb::testing::SafetensorsFile;
+using ::emb::testing::SafetensorsFromHeader;
+using ::emb::testing::SafetensorsHeaderJson;
+using ::emb::testing::SafetensorsTensor;
+using ::emb::testing::StatusIs;
+using ::emb::testing::TempDir;
+using ::emb::testing::WriteFile;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr int64_t kTwoTo62 = int64_t{1} << 62;
+
+// The status of a broken file: `code`, naming the file and the defect.
+auto Defect(const std::string& path, const std::string& what,
+            absl::StatusCode code = absl::StatusCode::kInvalidArgument) {
+  return StatusIs(code, AllOf(HasSubstr(path), HasSubstr(what)));
+}
+
+std::string Bytes(absl::Span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+// Every byte of the table through Read(), and through Map().
+std::string ReadAll(const TableSource& source) {
+  std::vector<std::byte> out(source.bytes());
+  EXPECT_THAT(source.Read(0, absl::MakeSpan(out)), IsOk());
+  return Bytes(out);
+}
+std::string MapAll(const TableSource& source) {
+  auto rows = source.Map();
+  EXPECT_THAT(rows, IsOk());
+  if (!rows.ok()) {
+    return "";
+  }
+  return Bytes(absl::MakeConstSpan((*rows)->data(), source.bytes()));
+}
+
+class TableSourceTest : public ::testing::Test {
+ protected:
+  // Writes `bytes` as dir/`file` and opens it as table "t", with `tensor` after '#'.
+  absl::StatusOr<std::unique_ptr<TableSource>> Open(const std::string& file,
+                                                    const std::string& bytes,
+                                                    const std::string& tensor = "") {
+    const std::string path = dir_.File(file);
+    EXPECT_THAT(WriteFile(path, bytes), IsOk());
+    return TableSource::Open(TableSpec{"t", path, tensor});
+  }
+  std::string Path(const std::string& file) const { return dir_.File(file); }
+
+  // Opens the file, checks its shape and type, and that Read() and Map() give `data` exactly.
+  void ExpectTable(const std::string& file, const std::string& bytes, const std::string& tensor,
+                   int64_t rows, int64_t dim, DataType dtype, const std::string& data) {
+    auto source = Open(file, bytes, tensor);
+    ASSERT_THAT(source, IsOk());
+    const TableSource& s = **source;
+    EXPECT_EQ(s.name(), "t");
+    EXPECT_EQ(s.rows(), rows);
+    EXPECT_EQ(s.dim(), dim);
+    EXPECT_EQ(s.dtype(), dtype);
+    EXPECT_EQ(s.bytes(), data.size());
+    EXPECT_EQ(s.row_bytes(), static_cast<size_t>(dim) * ElementSize(dtype));
+    EXPECT_EQ(s.origin(), tensor.empty() ? Path(file) : absl::StrCat(Path(file), "#", tensor));
+    EXPECT_TRUE(ReadAll(s) == data) << "Read() differs from the bytes written";
+    EXPECT_TRUE(MapAll(s) == data) << "Map() differs from the bytes written";
+  }
+
+  TempDir dir_;
+};
+
+// --- Good files ---------------------------------------------------------------------------------
+
+TEST_F(TableSourceTest, OpensNpyFloat32) {
+  const std::string data = RandomRows(DataType::kFloat32, 7 * 5, 1);
+  ExpectTable("t.npy", NpyFile("<f4", {7, 5}, data), "", 7, 5, DataType::kFloat32, data);
+}
+
+TEST_F(TableSourceTest, OpensNpyFloat16) {
+  const std::string data = RandomRows(DataType::kFloat16, 9 * 3, 2);
+  ExpectTable("t.npy", NpyFile("<f2", {9, 3}, data), "", 9, 3, DataType::kFloat16, data);
+}
+
+TEST_F(TableSourceTest, OpensNpyVersion2Header) {
+  const std::string data = RandomRows(DataType::kFloat32, 4 * 6, 3);
+  ExpectTable("t.npy", NpyFile("<f4", {4, 6}, data, /*major=*/2), "", 4, 6, DataType::kFloat32,
+              data);
+}
+
+TEST_F(TableSourceTest, OpensNpyWithUnpaddedHeader) {
+  // Not every writer pads to 64 bytes: the data starts right after the declared header.
+  const std::string dict = NpyDict("<f4", {2, 3});
+  std::string header("\x93NUMPY\x01\x00", 8);
+  header.push_back(static_cast<char>(dict.size()));
+  header.push_back('\0');
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 3, 4);
+  ExpectTable("t.npy", header + dict + data, "", 2, 3, DataType::kFloat32, data);
+}
+
+TEST_F(TableSourceTest, OpensSafetensorsF32) {
+  const std::string data = RandomRows(DataType::kFloat32, 5 * 4, 5);
+  ExpectTable("t.safetensors", SafetensorsFile({{"emb", "F32", {5, 4}, data}}), "", 5, 4,
+              DataType::kFloat32, data);
+}
+
+TEST_F(TableSourceTest, OpensSafetensorsF16) {
+  const std::string data = RandomRows(DataType::kFloat16, 6 * 7, 6);
+  ExpectTable("t.safetensors", SafetensorsFile({{"emb", "F16", {6, 7}, data}}), "", 6, 7,
+              DataType::kFloat16, data);
+}
+
+TEST_F(TableSourceTest, OpensSafetensorsBF16) {
+  const std::string data = RandomRows(DataType::kBFloat16, 3 * 8, 7);
+  ExpectTable("t.safetensors", SafetensorsFile({{"emb", "BF16", {3, 8}, data}}), "", 3, 8,
+              DataType::kBFloat16, data);
+}
+
+TEST_F(TableSourceTest, PicksTheNamedTensorAmongSeveral) {
+  const std::string a = RandomRows(DataType::kFloat32, 2 * 3, 8);
+  const std::string b = RandomRows(DataType::kFloat16, 4 * 5, 9);
+  const std::string c = RandomRows(DataType::kBFloat16, 3 * 2, 10);
+  const std::string file = SafetensorsFile(
+      {{"first", "F32", {2, 3}, a}, {"middle", "F16", {4, 5}, b}, {"last", "BF16", {3, 2}, c}});
+  ExpectTable("t.safetensors", file, "middle", 4, 5, DataType::kFloat16, b);
+  ExpectTable("t.safetensors", file, "last", 3, 2, DataType::kBFloat16, c);
+  ExpectTable("t.safetensors", file, "first", 2, 3, DataType::kFloat32, a);
+}
+
+TEST_F(TableSourceTest, PicksTheOnlyTensorWithoutName) {
+  const std::string data = RandomRows(DataType::kFloat32, 3 * 3, 11);
+  ExpectTable("t.safetensors", SafetensorsFile({{"weight", "F32", {3, 3}, data}}), "", 3, 3,
+              DataType::kFloat32, data);
+}
+
+TEST_F(TableSourceTest, IgnoresSafetensorsMetadata) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 12);
+  const std::string json = R"({"__metadata__":{"format":"pt"},)"
+                           R"("weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+  ExpectTable("t.safetensors", SafetensorsFromHeader(json, data), "", 2, 2, DataType::kFloat32,
+              data);
+}
+
+TEST_F(TableSourceTest, ReadsASubRangeOfAFile) {
+  const std::string data = RandomRows(DataType::kFloat32, 10 * 4, 13);
+  auto source = Open("t.npy", NpyFile("<f4", {10, 4}, data));
+  ASSERT_THAT(source, IsOk());
+  std::vector<std::byte> part(3 * 16);
+  ASSERT_THAT((*source)->Read(5 * 16, absl::MakeSpan(part)), IsOk());
+  EXPECT_TRUE(Bytes(part) == data.substr(5 * 16, 3 * 16));
+}
+
+TEST_F(TableSourceTest, ReadPastTheTableIsOutOfRange) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 14);
+  auto source = Open("t.npy", NpyFile("<f4", {2, 2}, data + "trailing bytes"));
+  ASSERT_THAT(source, IsOk());
+  std::vector<std::byte> part(8);
+  EXPECT_THAT((*source)->Read(12, absl::MakeSpan(part)),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr(Path("t.npy"))));
+}
+
+// `offset + size` must not wrap around: a wrapped sum would pass the check and read the header.
+TEST_F(TableSourceTest, ReadWhoseEndOverflowsIsOutOfRange) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 15);
+  auto source = Open("t.npy", NpyFile("<f4", {2, 2}, data));
+  ASSERT_THAT(source, IsOk());
+  std::vector<std::byte> part(8);
+  EXPECT_THAT((*source)->Read(std::numeric_limits<size_t>::max() - 3, absl::MakeSpan(part)),
+              StatusIs(absl::StatusCode::kOutOfRange));
+}
+
+// --- Demo tables --------------------------------------------------------------------------------
+
+TEST(TableSourceDemo, HasTheRequestedShape) {
+  auto demo = TableSource::Demo("d", 100, 12, 42);
+  EXPECT_EQ(demo->name(), "d");
+  EXPECT_EQ(demo->rows(), 100);
+  EXPECT_EQ(demo->dim(), 12);
+  EXPECT_EQ(demo->dtype(), DataType::kFloat32);
+  EXPECT_EQ(demo->bytes(), 100u * 12u * 4u);
+  EXPECT_EQ(demo->origin(), "demo(seed=42)");
+}
+
+TEST(TableSourceDemo, SameSeedGivesSameBytes) {
+  auto a = TableSource::Demo("a", 50, 8, 7);
+  auto b = TableSource::Demo("b", 50, 8, 7);
+  EXPECT_TRUE(MapAll(*a) == MapAll(*b));
+  EXPECT_TRUE(ReadAll(*a) == ReadAll(*b));
+}
+
+TEST(TableSourceDemo, DifferentSeedGivesDifferentBytes) {
+  auto a = TableSource::Demo("a", 50, 8, 7);
+  auto b = TableSource::Demo("b", 50, 8, 8);
+  const std::string x = MapAll(*a);
+  const std::string y = MapAll(*b);
+  ASSERT_EQ(x.size(), y.size());
+  size_t same = 0;
+  for (size_t i = 0; i < x.size(); i += 4) {
+    same += std::memcmp(x.data() + i, y.data() + i, 4) == 0 ? 1 : 0;
+  }
+  EXPECT_LT(same, 4u) << "of " << x.size() / 4 << " elements";
+}
+
+TEST(TableSourceDemo, ValuesAreInMinusOneToOneAndNotConstant) {
+  auto demo = TableSource::Demo("d", 64, 16, 3);
+  const std::string bytes = MapAll(*demo);
+  float lo = 2;
+  float hi = -2;
+  for (size_t i = 0; i < bytes.size(); i += 4) {
+    float v;
+    std::memcpy(&v, bytes.data() + i, 4);
+    ASSERT_GE(v, -1.0f) << "element " << i / 4;
+    ASSERT_LT(v, 1.0f) << "element " << i / 4;
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+  }
+  EXPECT_LT(lo, -0.5f);
+  EXPECT_GT(hi, 0.5f);
+}
+
+TEST(TableSourceDemo, ReadOfASubRangeEqualsThatRangeOfMap) {
+  auto demo = TableSource::Demo("d", 40, 6, 99);
+  const std::string all = MapAll(*demo);
+  for (const auto& [offset, size] : std::vector<std::pair<size_t, size_t>>{
+           {0, 24}, {24 * 7, 24 * 3}, {4, 8}, {all.size() - 4, 4}, {0, all.size()}}) {
+    std::vector<std::byte> part(size);
+    ASSERT_THAT(demo->Read(offset, absl::MakeSpan(part)), IsOk());
+    EXPECT_TRUE(Bytes(part) == all.substr(offset, size)) << "offset " << offset << " size " << size;
+  }
+}
+
+// Read promises bytes [offset, offset + size), also where they split a float32 element.
+TEST(TableSourceDemo, ReadOfAnUnalignedRangeEqualsThatRangeOfMap) {
+  auto demo = TableSource::Demo("d", 4, 4, 5);
+  const std::string all = MapAll(*demo);
+  for (const auto& [offset, size] :
+       std::vector<std::pair<size_t, size_t>>{{2, 4}, {0, 6}, {5, 7}}) {
+    std::vector<std::byte> part(size, std::byte{0x5a});
+    ASSERT_THAT(demo->Read(offset, absl::MakeSpan(part)), IsOk());
+    EXPECT_TRUE(Bytes(part) == all.substr(offset, size)) << "offset " << offset << " size " << size;
+  }
+}
+
+// --- Broken files -------------------------------------------------------------------------------
+
+TEST_F(TableSourceTest, MissingFileIsNotFound) {
+  const std::string path = Path("missing.npy");
+  EXPECT_THAT(TableSource::Open(TableSpec{"t", path, ""}),
+              Defect(path, "cannot open", absl::StatusCode::kNotFound));
+}
+
+TEST_F(TableSourceTest, EmptyNpy) {
+  EXPECT_THAT(Open("t.npy", ""), Defect(Path("t.npy"), "empty file"));
+}
+
+TEST_F(TableSourceTest, EmptySafetensors) {
+  EXPECT_THAT(Open("t.safetensors", ""), Defect(Path("t.safetensors"), "empty file"));
+}
+
+TEST_F(TableSourceTest, NpyBadMagic) {
+  std::string bytes = NpyFile("<f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1));
+  bytes[1] = 'X';
+  EXPECT_THAT(Open("t.npy", bytes), Defect(Path("t.npy"), "bad magic"));
+}
+
+TEST_F(TableSourceTest, SafetensorsBadMagic) {
+  // A plausible header length but no JSON object behind it.
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader("PK\x03\x04 not json", "data")),
+              Defect(Path("t.safetensors"), "bad magic"));
+}
+
+TEST_F(TableSourceTest, SafetensorsHeaderThatIsAJsonArrayIsBadMagic) {
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader("[1, 2]", "data")),
+              Defect(Path("t.safetensors"), "bad magic"));
+}
+
+TEST_F(TableSourceTest, NpyCutInsideThePrefix) {
+  const std::string bytes = NpyFile("<f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1));
+  EXPECT_THAT(Open("t.npy", bytes.substr(0, 7)), Defect(Path("t.npy"), "cut .npy header"));
+}
+
+TEST_F(TableSourceTest, NpyCutInsideTheHeader) {
+  const std::string bytes = NpyFile("<f4", {2, 2}, "");
+  EXPECT_THAT(Open("t.npy", bytes.substr(0, 40)), Defect(Path("t.npy"), "cut .npy header"));
+}
+
+TEST_F(TableSourceTest, NpyVersion2CutInsideThePrefix) {
+  const std::string bytes = NpyFile("<f4", {2, 2}, "", /*major=*/2);
+  EXPECT_THAT(Open("t.npy", bytes.substr(0, 11)), Defect(Path("t.npy"), "cut .npy header"));
+}
+
+TEST_F(TableSourceTest, NpyHeaderWithoutShapeIsMalformed) {
+  const std::string bytes = NpyHeader("{'descr': '<f4', 'fortran_order': False, }") +
+                            RandomRows(DataType::kFloat32, 4, 1);
+  EXPECT_THAT(Open("t.npy", bytes), Defect(Path("t.npy"), "malformed .npy header"));
+}
+
+TEST_F(TableSourceTest, NpyUnsupportedVersion) {
+  std::string bytes = NpyFile("<f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1));
+  bytes[6] = 9;
+  EXPECT_THAT(Open("t.npy", bytes), Defect(Path("t.npy"), "unsupported .npy format version 9"));
+}
+
+TEST_F(TableSourceTest, SafetensorsCutInsideTheLength) {
+  EXPECT_THAT(Open("t.safetensors", std::string("\x10\x00\x00", 3)),
+              Defect(Path("t.safetensors"), "cut safetensors header"));
+}
+
+TEST_F(TableSourceTest, SafetensorsCutInsideTheHeader) {
+  const std::string bytes =
+      SafetensorsFile({{"emb", "F32", {2, 2}, RandomRows(DataType::kFloat32, 4, 1)}});
+  EXPECT_THAT(Open("t.safetensors", bytes.substr(0, 30)),
+              Defect(Path("t.safetensors"), "cut safetensors header"));
+}
+
+TEST_F(TableSourceTest, NpyTruncatedData) {
+  const std::string data = RandomRows(DataType::kFloat32, 4 * 4, 1);
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {4, 4}, data.substr(0, data.size() - 1))),
+              Defect(Path("t.npy"), "truncated data"));
+}
+
+TEST_F(TableSourceTest, SafetensorsTruncatedData) {
+  const std::string data = RandomRows(DataType::kFloat16, 4 * 4, 1);
+  const std::string json = SafetensorsHeaderJson({{"emb", "F16", {4, 4}, data}});
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader(json, data.substr(0, 20))),
+              Defect(Path("t.safetensors"), "truncated data"));
+}
+
+TEST_F(TableSourceTest, SafetensorsDataOffsetsBeyondTheFile) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 1);
+  const std::string json =
+      R"({"emb":{"dtype":"F32","shape":[2,2],"data_offsets":[1000000,1000016]}})";
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader(json, data)),
+              Defect(Path("t.safetensors"), "truncated data"));
+}
+
+TEST_F(TableSourceTest, SafetensorsDataOffsetsThatDisagreeWithTheShape) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 1);
+  const std::string json = R"({"emb":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]}})";
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader(json, data)),
+              Defect(Path("t.safetensors"), "data_offsets span 12 bytes"));
+}
+
+TEST_F(TableSourceTest, SafetensorsBackwardDataOffsets) {
+  const std::string data = RandomRows(DataType::kFloat32, 2 * 2, 1);
+  const std::string json = R"({"emb":{"dtype":"F32","shape":[2,2],"data_offsets":[16,0]}})";
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFromHeader(json, data)),
+              Defect(Path("t.safetensors"), "invalid data_offsets"));
+}
+
+TEST_F(TableSourceTest, SafetensorsTensorWithoutDataOffsets) {
+  const std::string json = R"({"emb":{"dtype":"F32","shape":[2,2]}})";
+  EXPECT_THAT(
+      Open("t.safetensors", SafetensorsFromHeader(json, RandomRows(DataType::kFloat32, 4, 1))),
+      Defect(Path("t.safetensors"), "lacks dtype, shape or data_offsets"));
+}
+
+TEST_F(TableSourceTest, NpyRank1) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {6}, RandomRows(DataType::kFloat32, 6, 1))),
+              Defect(Path("t.npy"), "rank 1"));
+}
+
+TEST_F(TableSourceTest, NpyRank3) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {2, 3, 4}, RandomRows(DataType::kFloat32, 24, 1))),
+              Defect(Path("t.npy"), "rank 3"));
+}
+
+TEST_F(TableSourceTest, SafetensorsRank1) {
+  EXPECT_THAT(Open("t.safetensors",
+                   SafetensorsFile({{"emb", "F32", {6}, RandomRows(DataType::kFloat32, 6, 1)}})),
+              Defect(Path("t.safetensors"), "rank 1"));
+}
+
+TEST_F(TableSourceTest, SafetensorsRank3) {
+  EXPECT_THAT(
+      Open("t.safetensors",
+           SafetensorsFile({{"emb", "F32", {2, 3, 4}, RandomRows(DataType::kFloat32, 24, 1)}})),
+      Defect(Path("t.safetensors"), "rank 3"));
+}
+
+TEST_F(TableSourceTest, NpyZeroDim) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {5, 0}, "")),
+              Defect(Path("t.npy"), "zero or negative dimension"));
+}
+
+TEST_F(TableSourceTest, NpyZeroRows) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {0, 5}, "")),
+              Defect(Path("t.npy"), "zero or negative dimension"));
+}
+
+TEST_F(TableSourceTest, NpyNegativeDim) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {-2, 5}, RandomRows(DataType::kFloat32, 10, 1))),
+              Defect(Path("t.npy"), "zero or negative dimension"));
+}
+
+TEST_F(TableSourceTest, SafetensorsZeroDim) {
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFile({{"emb", "F32", {5, 0}, ""}})),
+              Defect(Path("t.safetensors"), "zero or negative dimension"));
+}
+
+TEST_F(TableSourceTest, SafetensorsZeroRows) {
+  EXPECT_THAT(Open("t.safetensors", SafetensorsFile({{"emb", "F32", {0, 5}, ""}})),
+              Defect(Path("t.safetensors"), "zero or negative dimension"));
+}
+
+TEST_F(TableSourceTest, NpyFloat64IsUnsupported) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f8", {2, 2}, RandomRows(DataType::kFloat32, 8, 1))),
+              Defect(Path("t.npy"), "unsupported dtype '<f8'"));
+}
+
+TEST_F(TableSourceTest, NpyInt32IsUnsupported) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<i4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1))),
+              Defect(Path("t.npy"), "unsupported dtype '<i4'"));
+}
+
+TEST_F(TableSourceTest, NpyBigEndianFloat32IsUnsupported) {
+  EXPECT_THAT(Open("t.npy", NpyFile(">f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1))),
+              Defect(Path("t.npy"), "unsupported dtype '>f4'"));
+}
+
+TEST_F(TableSourceTest, SafetensorsInt64IsUnsupported) {
+  EXPECT_THAT(Open("t.safetensors",
+                   SafetensorsFile({{"emb", "I64", {2, 2}, RandomRows(DataType::kFloat32, 8, 1)}})),
+              Defect(Path("t.safetensors"), "unsupported dtype I64"));
+}
+
+TEST_F(TableSourceTest, SafetensorsFloat64IsUnsupported) {
+  EXPECT_THAT(Open("t.safetensors",
+                   SafetensorsFile({{"emb", "F64", {2, 2}, RandomRows(DataType::kFloat32, 8, 1)}})),
+              Defect(Path("t.safetensors"), "unsupported dtype F64"));
+}
+
+TEST_F(TableSourceTest, NpyFortranOrderIsUnsupported) {
+  const std::string bytes = NpyHeader(NpyDict("<f4", {2, 2}, /*fortran_order=*/true)) +
+                            RandomRows(DataType::kFloat32, 4, 1);
+  EXPECT_THAT(Open("t.npy", bytes), Defect(Path("t.npy"), "fortran_order is True"));
+}
+
+TEST_F(TableSourceTest, NpySizeThatOverflows) {
+  EXPECT_THAT(
+      Open("t.npy", NpyFile("<f4", {kTwoTo62, kTwoTo62}, RandomRows(DataType::kFloat32, 4, 1))),
+      Defect(Path("t.npy"), "overflows"));
+}
+
+TEST_F(TableSourceTest, NpyByteCountThatOverflows) {
+  // rows * dim fits in 64 bits; times the element size it does not.
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {kTwoTo62, 2}, RandomRows(DataType::kFloat32, 4, 1))),
+              Defect(Path("t.npy"), "overflows"));
+}
+
+TEST_F(TableSourceTest, NpyShapeEntryBeyondInt64) {
+  const std::string bytes =
+      NpyHeader("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999, 2), }") +
+      RandomRows(DataType::kFloat32, 4, 1);
+  EXPECT_THAT(Open("t.npy", bytes), Defect(Path("t.npy"), "overflows"));
+}
+
+TEST_F(TableSourceTest, SafetensorsSizeThatOverflows) {
+  const std::string json = absl::StrCat(R"({"emb":{"dtype":"F32","shape":[)", kTwoTo62, ",",
+                                        kTwoTo62, R"(],"data_offsets":[0,16]}})");
+  EXPECT_THAT(
+      Open("t.safetensors", SafetensorsFromHeader(json, RandomRows(DataType::kFloat32, 4, 1))),
+      Defect(Path("t.safetensors"), "overflows"));
+}
+
+TEST_F(TableSourceTest, SafetensorsSeveralTensorsNeedAName) {
+  const std::string file =
+      SafetensorsFile({{"a", "F32", {2, 2}, RandomRows(DataType::kFloat32, 4, 1)},
+                       {"b", "F32", {2, 2}, RandomRows(DataType::kFloat32, 4, 2)}});
+  EXPECT_THAT(Open("t.safetensors", file),
+              AllOf(Defect(Path("t.safetensors"), "holds 2 tensors (a, b)"),
+                    Defect(Path("t.safetensors"), "#TENSOR")));
+}
+
+TEST_F(TableSourceTest, SafetensorsUnknownTensor) {
+  const std::string file =
+      SafetensorsFile({{"a", "F32", {2, 2}, RandomRows(DataType::kFloat32, 4, 1)}});
+  EXPECT_THAT(Open("t.safetensors", file, "zz"),
+              Defect(Path("t.safetensors"), "no tensor named 'zz'"));
+}
+
+TEST_F(TableSourceTest, SafetensorsMetadataIsNotATensor) {
+  const std::string json = R"({"__metadata__":{"format":"pt"},)"
+                           R"("weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,16]}})";
+  EXPECT_THAT(
+      Open("t.safetensors", SafetensorsFromHeader(json, RandomRows(DataType::kFloat32, 4, 1)),
+           "__metadata__"),
+      Defect(Path("t.safetensors"), "no tensor named '__metadata__'"));
+}
+
+TEST_F(TableSourceTest, TensorNameOnAnNpy) {
+  EXPECT_THAT(Open("t.npy", NpyFile("<f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1)), "x"),
+              Defect(Path("t.npy"), "#TENSOR applies only to .safetensors"));
+}
+
+TEST_F(TableSourceTest, UnknownExtension) {
+  EXPECT_THAT(Open("t.bin", NpyFile("<f4", {2, 2}, RandomRows(DataType::kFloat32, 4, 1))),
+              Defect(Path("t.bin"), "unknown format"));
+}
+
+TEST_F(TableSourceTest, DirectoryIsNotARegularFile) {
+  EXPECT_THAT(TableSource::Open(TableSpec{"t", dir_.path(), ""}),
+              Defect(dir_.path(), "not a regular file"));
+}
+
+// --- ParseTableSpec -----------------------------------------------------------------------------
+
+TEST(ParseTableSpec, NameAndPath) {
+  auto spec = ParseTableSpec("users=/data/users.npy");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->name, "users");
+  EXPECT_EQ(spec->path, "/data/users.npy");
+  EXPECT_EQ(spec->tensor, "");
+}
+
+TEST(ParseTableSpec, NameWithTensor) {
+  auto spec = ParseTableSpec("items=/data/model.safetensors#emb.weight");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->name, "items");
+  EXPECT_EQ(spec->path, "/data/model.safetensors");
+  EXPECT_EQ(spec->tensor, "emb.weight");
+}
+
+TEST(ParseTableSpec, OnlyTheLastHashStartsTheTensor) {
+  auto spec = ParseTableSpec("t=/data/run#3/model.safetensors#w");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->path, "/data/run#3/model.safetensors");
+  EXPECT_EQ(spec->tensor, "w");
+}
+
+TEST(ParseTableSpec, PathMayContainEquals) {
+  auto spec = ParseTableSpec("t=/data/a=b.npy");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->name, "t");
+  EXPECT_EQ(spec->path, "/data/a=b.npy");
+}
+
+TEST(ParseTableSpec, RejectsMissingParts) {
+  for (const char* flag : {"", "users", "/data/users.npy", "=/data/users.npy", "users="}) {
+    EXPECT_THAT(ParseTableSpec(flag),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NAME=PATH")))
+        << "flag '" << flag << "'";
+  }
+}
+
+// An empty path before '#' is a missing path.
+TEST(ParseTableSpec, RejectsMissingPathBeforeTensor) {
+  EXPECT_THAT(ParseTableSpec("users=#emb"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NAME=PATH")));
+}
+
+}  // namespace
+}  // namespace emb::service
