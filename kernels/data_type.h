@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #if defined(__CUDACC__)
 #define EMB_HOST_DEVICE __host__ __device__ __forceinline__

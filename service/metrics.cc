@@ -1,9 +1,11 @@
 #include "service/metrics.h"
 
+#include <atomic>
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "prometheus/counter.h"
 
 namespace emb::service {
@@ -46,7 +48,7 @@ const char* TypeName(grpc::experimental::ServerRpcInfo::Type t) {
 }  // namespace
 
 absl::string_view GrpcCodeName(int code) {
-  if (code < 0 || code >= static_cast<int>(sizeof(kCodeNames) / sizeof(kCodeNames[0]))) {
+  if (code < 0 || code >= Metrics::kNumCodes) {
     return "UNKNOWN";
   }
   return kCodeNames[code];
@@ -138,6 +140,8 @@ Metrics::Metrics()
                          .Help("Response latency of RPCs handled by the server.")
                          .Register(*registry_)) {}
 
+Metrics::~Metrics() = default;
+
 TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtype,
                                const std::string& device, int64_t rows, int64_t dim,
                                int64_t bytes) {
@@ -170,72 +174,114 @@ void Metrics::RejectIds(const std::string& table, absl::string_view reason, int6
       .Increment(static_cast<double>(ids));
 }
 
-// Records one call: started at creation, handled (with its code) when the status is sent.
+// The instances of one gRPC method, resolved on its first call; per code on the code's first use.
+struct Metrics::MethodMetrics {
+  prometheus::Counter* started = nullptr;
+  prometheus::Histogram* handling = nullptr;
+  bool is_embedding = false;  // also recorded as embedding_request_duration_seconds
+  std::string service, method, type;
+  std::atomic<prometheus::Counter*> handled[kNumCodes] = {};
+  std::atomic<prometheus::Histogram*> duration[kNumCodes] = {};
+};
+
+Metrics::MethodMetrics& Metrics::ForMethod(const char* full_method,
+                                           grpc::experimental::ServerRpcInfo::Type type) {
+  const absl::string_view key = full_method != nullptr ? full_method : "";
+  {
+    absl::ReaderMutexLock lock(&methods_mu_);
+    if (auto it = methods_.find(key); it != methods_.end()) {
+      return *it->second;
+    }
+  }
+  absl::MutexLock lock(&methods_mu_);
+  auto& slot = methods_[key];
+  if (slot == nullptr) {
+    slot = std::make_unique<MethodMetrics>();
+    // "/embedding.v1.EmbeddingService/LookUp" -> service, method.
+    std::pair<std::string, std::string> parts = absl::StrSplit(
+        absl::StripPrefix(key, "/"), absl::MaxSplits('/', 1));
+    slot->service = std::move(parts.first);
+    slot->method = std::move(parts.second);
+    slot->type = TypeName(type);
+    slot->is_embedding = slot->service == "embedding.v1.EmbeddingService";
+    const prometheus::Labels labels = {
+        {"grpc_service", slot->service}, {"grpc_method", slot->method}, {"grpc_type", slot->type}};
+    slot->started = &grpc_started_.Add(labels);
+    slot->handling = &grpc_handling_.Add(labels, SecondsBuckets());
+  }
+  return *slot;
+}
+
+void Metrics::RecordHandled(MethodMetrics& m, int code, double seconds) {
+  if (code < 0 || code >= kNumCodes) {
+    code = 2;  // UNKNOWN
+  }
+  prometheus::Counter* handled = m.handled[code].load(std::memory_order_acquire);
+  if (handled == nullptr) {
+    const std::string name(GrpcCodeName(code));
+    handled = &grpc_handled_.Add({{"grpc_service", m.service},
+                                  {"grpc_method", m.method},
+                                  {"grpc_type", m.type},
+                                  {"grpc_code", name}});
+    m.handled[code].store(handled, std::memory_order_release);
+    if (m.is_embedding) {
+      m.duration[code].store(
+          &request_duration_.Add({{"method", m.method}, {"code", name}}, SecondsBuckets()),
+          std::memory_order_release);
+    }
+  }
+  handled->Increment();
+  m.handling->Observe(seconds);
+  if (prometheus::Histogram* d = m.duration[code].load(std::memory_order_acquire)) {
+    d->Observe(seconds);
+  }
+}
+
+namespace {
+
+// Records one call: started (and in progress) at creation, handled with its code when the status
+// is sent.
 class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  CallMetricsInterceptor(Metrics* metrics, grpc::experimental::ServerRpcInfo* info)
-      : metrics_(metrics), start_(std::chrono::steady_clock::now()) {
-    // "/embedding.v1.EmbeddingService/LookUp" -> service, method.
-    const char* full = info->method() != nullptr ? info->method() : "";
-    std::pair<std::string, std::string> parts =
-        absl::StrSplit(absl::string_view(full).substr(full[0] == '/' ? 1 : 0),
-                       absl::MaxSplits('/', 1));
-    service_ = std::move(parts.first);
-    method_ = std::move(parts.second);
-    type_ = TypeName(info->type());
-    metrics_->grpc_started_
-        .Add({{"grpc_service", service_}, {"grpc_method", method_}, {"grpc_type", type_}})
-        .Increment();
-  }
+  CallMetricsInterceptor(Metrics* metrics, Metrics::MethodMetrics* method,
+                         std::atomic<int64_t>* active)
+      : metrics_(metrics), method_(method), active_(active),
+        start_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-      const std::string code(GrpcCodeName(methods->GetSendStatus().error_code()));
-      metrics_->grpc_handled_
-          .Add({{"grpc_service", service_},
-                {"grpc_method", method_},
-                {"grpc_type", type_},
-                {"grpc_code", code}})
-          .Increment();
-      metrics_->grpc_handling_
-          .Add({{"grpc_service", service_}, {"grpc_method", method_}, {"grpc_type", type_}},
-               Metrics::SecondsBuckets())
-          .Observe(seconds);
-      if (service_ == "embedding.v1.EmbeddingService") {
-        metrics_->request_duration_
-            .Add({{"method", method_}, {"code", code}}, Metrics::SecondsBuckets())
-            .Observe(seconds);
-      }
+      metrics_->RecordHandled(*method_, methods->GetSendStatus().error_code(), seconds);
+      active_->fetch_sub(1, std::memory_order_relaxed);
     }
     methods->Proceed();
   }
 
  private:
   Metrics* metrics_;
+  Metrics::MethodMetrics* method_;
+  std::atomic<int64_t>* active_;
   std::chrono::steady_clock::time_point start_;
-  std::string service_;
-  std::string method_;
-  const char* type_;
 };
 
-namespace {
+}  // namespace
 
 class CallMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
   explicit CallMetricsFactory(Metrics* metrics) : metrics_(metrics) {}
   grpc::experimental::Interceptor* CreateServerInterceptor(
       grpc::experimental::ServerRpcInfo* info) override {
-    return new CallMetricsInterceptor(metrics_, info);
+    Metrics::MethodMetrics& m = metrics_->ForMethod(info->method(), info->type());
+    m.started->Increment();
+    metrics_->active_calls_.fetch_add(1, std::memory_order_relaxed);
+    return new CallMetricsInterceptor(metrics_, &m, &metrics_->active_calls_);
   }
 
  private:
   Metrics* metrics_;
 };
-
-}  // namespace
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>
 Metrics::InterceptorFactory() {

@@ -5,11 +5,14 @@
 #ifndef EMB_SERVICE_METRICS_H_
 #define EMB_SERVICE_METRICS_H_
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -48,6 +51,7 @@ struct TableMetrics {
 class Metrics {
  public:
   Metrics();
+  ~Metrics();
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
@@ -62,11 +66,22 @@ class Metrics {
   // for every call the server handles. Give it to ServerBuilder; `this` must outlive the server.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
 
+  // Calls accepted by gRPC whose status is not yet sent, over every service (kept by the
+  // interceptor). Shutdown waits for it to reach 0.
+  int64_t active_calls() const { return active_calls_.load(); }
+
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
   static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
 
+  static constexpr int kNumCodes = 17;  // google.rpc.Code values 0..16
+
+  // The interceptor's per-method instances (defined in metrics.cc).
+  struct MethodMetrics;
+  MethodMetrics& ForMethod(const char* full_method, grpc::experimental::ServerRpcInfo::Type type);
+  void RecordHandled(MethodMetrics& m, int code, double seconds);
+
  private:
-  friend class CallMetricsInterceptor;
+  friend class CallMetricsFactory;
 
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Histogram>& request_duration_;
@@ -87,6 +102,11 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;
   prometheus::Family<prometheus::Histogram>& grpc_handling_;
+
+  std::atomic<int64_t> active_calls_{0};
+  absl::Mutex methods_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_
+      ABSL_GUARDED_BY(methods_mu_);
 };
 
 // The gRPC status code's canonical name, e.g. "OK", "NOT_FOUND".

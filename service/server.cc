@@ -78,40 +78,6 @@ absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const Serv
 
 EmbeddingServer* g_server_for_device_loss = nullptr;
 
-// Counts the calls in progress: one from the moment gRPC hands a call to the server until its
-// status is sent. Shutdown uses it to know when every accepted call has been answered.
-class ActiveCallCounter final : public grpc::experimental::Interceptor {
- public:
-  explicit ActiveCallCounter(std::shared_ptr<std::atomic<int64_t>> active)
-      : active_(std::move(active)) {
-    active_->fetch_add(1);
-  }
-  void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
-    if (methods->QueryInterceptionHookPoint(
-            grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
-      active_->fetch_sub(1);
-    }
-    methods->Proceed();
-  }
-
- private:
-  std::shared_ptr<std::atomic<int64_t>> active_;
-};
-
-class ActiveCallCounterFactory final
-    : public grpc::experimental::ServerInterceptorFactoryInterface {
- public:
-  explicit ActiveCallCounterFactory(std::shared_ptr<std::atomic<int64_t>> active)
-      : active_(std::move(active)) {}
-  grpc::experimental::Interceptor* CreateServerInterceptor(
-      grpc::experimental::ServerRpcInfo* /*info*/) override {
-    return new ActiveCallCounter(active_);
-  }
-
- private:
-  std::shared_ptr<std::atomic<int64_t>> active_;
-};
-
 }  // namespace
 
 void DieOnDeviceLoss(EmbeddingServer* server, const std::string& why) {
@@ -144,7 +110,6 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   builder.SetMaxSendMessageSize(static_cast<int>(config.limits.max_response_bytes + kMessageSlack));
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(server->metrics_->InterceptorFactory());
-  interceptors.push_back(std::make_unique<ActiveCallCounterFactory>(server->active_calls_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
@@ -227,7 +192,7 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     // clients to close their idle connections. Once every accepted call is answered there is
     // nothing left to wait for, so cut the connections then.
     std::thread closer([this, deadline] {
-      while (active_calls_->load() > 0 && absl::Now() < deadline && !shutdown_done_.load()) {
+      while (metrics_->active_calls() > 0 && absl::Now() < deadline && !shutdown_done_.load()) {
         absl::SleepFor(absl::Milliseconds(5));
       }
       if (!shutdown_done_.load()) {

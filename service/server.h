@@ -61,8 +61,6 @@ class EmbeddingServer {
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  // Calls accepted by gRPC whose status is not yet sent (all services).
-  std::shared_ptr<std::atomic<int64_t>> active_calls_ = std::make_shared<std::atomic<int64_t>>(0);
   std::vector<ServedTable> tables_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;

@@ -1,0 +1,137 @@
+// A plain C entry point to the CUDA gather, for benchmarks that load it through
+// ctypes (libemb_gather_capi.so). Not used by the service. Thread-safe.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <mutex>
+
+#include "kernels/data_type.h"
+#include "kernels/embedding_lookup.h"
+#include "kernels/gather_dispatch.h"
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// Tunings by device, read once each.
+struct TuningCache {
+  std::mutex mu;
+  bool ready[kMaxDevices] = {};
+  emb::kernels::GatherTuning tuning[kMaxDevices];
+};
+
+TuningCache& Cache() {
+  static TuningCache* cache = new TuningCache;  // never destroyed: used at any exit order
+  return *cache;
+}
+
+// The tuning of the current device, or a CUDA error.
+cudaError_t CurrentTuning(emb::kernels::GatherTuning* out) {
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    return e;
+  }
+  if (device < 0 || device >= kMaxDevices) {
+    return cudaErrorInvalidDevice;
+  }
+  TuningCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (!cache.ready[device]) {
+    absl::StatusOr<emb::kernels::GatherTuning> t = emb::kernels::GetGatherTuning(device);
+    if (!t.ok()) {
+      return cudaErrorInvalidValue;
+    }
+    cache.tuning[device] = *t;
+    cache.ready[device] = true;
+  }
+  *out = cache.tuning[device];
+  return cudaSuccess;
+}
+
+bool ToDataType(int value, emb::DataType* out) {
+  if (value < 1 || value > 3) {
+    return false;
+  }
+  *out = static_cast<emb::DataType>(value);
+  return true;
+}
+
+}  // namespace
+
+extern "C" {
+
+int emb_gather_ex(const void* d_table, int table_type, int64_t rows, int64_t dim,
+                  const int64_t* d_ids, int64_t n, void* d_out, int out_type, int max_blocks,
+                  int variant, void* stream);
+
+// Enqueues the gather of LaunchGather (embedding_lookup.h) on `stream` (a cudaStream_t; null is
+// the legacy default stream) on the current device. Types are embedding.v1.DataType values:
+// 1 float32, 2 float16, 3 bfloat16. Returns the cudaError_t as int: 0 on success,
+// cudaErrorInvalidValue (1) for bad arguments.
+__attribute__((visibility("default"))) int emb_gather(const void* d_table, int table_type,
+                                                      int64_t rows, int64_t dim,
+                                                      const int64_t* d_ids, int64_t n, void* d_out,
+                                                      int out_type, void* stream) {
+  return emb_gather_ex(d_table, table_type, rows, dim, d_ids, n, d_out, out_type, 0, -1, stream);
+}
+
+// emb_gather for launch-shape experiments: a grid cap other than the default (0 keeps it: a block
+// per tile, up to 64 resident waves; -k: k resident waves; > 0: that many blocks), and a kernel
+// variant other than the default
+// (variant < 0 keeps the default): bits 0-1 the unroll level (0..2), bit 2 interleaved (1) or one
+// span per block (0), bit 3 plain (1) or evict-first (0) answer stores, bit 4 table loads with an
+// L2 evict_last policy (1).
+// NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
+__attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, int table_type,
+                                                         int64_t rows, int64_t dim,
+                                                         const int64_t* d_ids, int64_t n,
+                                                         void* d_out, int out_type, int max_blocks,
+                                                         int variant, void* stream) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
+  emb::DataType in{};
+  emb::DataType out{};
+  if (!ToDataType(table_type, &in) || !ToDataType(out_type, &out) || rows < 0 || dim < 1 || n < 0) {
+    return cudaErrorInvalidValue;
+  }
+  if (n == 0) {
+    return cudaSuccess;
+  }
+  if (d_table == nullptr || d_ids == nullptr || d_out == nullptr) {
+    return cudaErrorInvalidValue;
+  }
+  emb::kernels::GatherTuning tuning;
+  if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
+    return e;
+  }
+  emb::kernels::GatherLaunchShape shape;
+  shape.num_sms = tuning.num_sms;
+  shape.max_threads_per_sm = tuning.max_threads_per_sm;
+  shape.max_blocks = max_blocks;
+  if (variant >= 0) {
+    if (variant >= 32 || (variant & 3) >= emb::kernels::kGatherUnrollLevels) {
+      return cudaErrorInvalidValue;
+    }
+    shape.variant.unroll_level = variant & 3;
+    shape.variant.interleaved = (variant & 4) != 0;
+    shape.variant.streaming_stores = (variant & 8) == 0;
+    shape.variant.table_evict_last = (variant & 16) != 0;
+  }
+  return emb::kernels::EnqueueGather(shape, d_table, in, dim, d_ids, n, d_out, out,
+                                     static_cast<cudaStream_t>(stream));
+}
+
+// Writes the current device's gather tuning; returns the cudaError_t as int.
+// NOLINTNEXTLINE(bugprone-easily-swappable-parameters): a C signature for ctypes
+__attribute__((visibility("default"))) int emb_gather_tuning(int* num_sms, int* blocks_per_sm,
+                                                             int* threads_per_block) {
+  emb::kernels::GatherTuning tuning;
+  if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
+    return e;
+  }
+  *num_sms = tuning.num_sms;
+  *blocks_per_sm = tuning.blocks_per_sm;
+  *threads_per_block = tuning.threads_per_block;
+  return cudaSuccess;
+}
+
+}  // extern "C"

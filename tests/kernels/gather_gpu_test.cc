@@ -1,0 +1,425 @@
+// Tests the CUDA gather (kernels/embedding_lookup.h) bit for bit against
+// kernels::CpuGather. Every test that needs a GPU skips, saying why, where CUDA
+// finds no device.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_gather.h"
+#include "kernels/cuda_status.h"
+#include "kernels/cuda_stream.h"
+#include "kernels/data_type.h"
+#include "kernels/device_buffer.h"
+#include "kernels/embedding_lookup.h"
+#include "kernels/gather_dispatch.h"
+#include "tests/kernels/gather_test_util.h"
+
+namespace emb::kernels {
+namespace {
+
+using ::emb::testing::RandomTable;
+
+constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+constexpr size_t kGuardBytes = 64;  // poisoned bytes after the answer, which must stay unchanged
+
+// Why GPU tests can't run here, or "" when they can.
+std::string NoGpuReason() {
+  absl::StatusOr<int> n = DeviceCount();
+  if (!n.ok()) {
+    return absl::StrCat("no usable CUDA device: ", n.status().ToString());
+  }
+  if (*n == 0) {
+    return "no CUDA device: cudaGetDeviceCount() == 0";
+  }
+  return "";
+}
+
+#define EMB_SKIP_WITHOUT_GPU()                                 \
+  do {                                                         \
+    if (const std::string why = NoGpuReason(); !why.empty()) { \
+      GTEST_SKIP() << why;                                     \
+    }                                                          \
+  } while (false)
+
+#define ASSERT_OK(expr)                                       \
+  do {                                                        \
+    const absl::Status assert_ok_status_ = (expr);            \
+    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
+  } while (false)
+
+// Enqueues a gather the way the test under way wants (LaunchGather by default).
+using Launcher =
+    std::function<absl::Status(const GatherTuning& tuning, const void* d_table, DataType table_type,
+                               int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
+                               void* d_out, DataType out_type, cudaStream_t stream)>;
+
+// Gathers on the GPU with the table and answer placed `table_offset` / `out_offset` bytes past an
+// aligned allocation (to force narrower accesses), twice with different poisons, and expects
+// every byte of both answers to equal the CPU gather's (so every element was written) and the
+// guard bytes around the answer to stay poisoned.
+void ExpectGpuMatchesCpu(const std::vector<std::byte>& h_table, DataType table_type,
+                         int64_t num_rows, int64_t dim, const std::vector<int64_t>& h_ids,
+                         DataType out_type, size_t table_offset = 0, size_t out_offset = 0,
+                         const Launcher& launch = LaunchGather) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  ASSERT_OK(CudaStatus(cudaSetDevice(0), "cudaSetDevice"));
+  absl::StatusOr<CudaStream> stream = CudaStream::Create();
+  ASSERT_TRUE(stream.ok()) << stream.status();
+
+  const size_t out_bytes = h_ids.size() * static_cast<size_t>(dim) * ElementSize(out_type);
+  absl::StatusOr<DeviceBuffer<std::byte>> d_table =
+      DeviceBuffer<std::byte>::Allocate(h_table.size() + table_offset);
+  absl::StatusOr<DeviceBuffer<int64_t>> d_ids = DeviceBuffer<int64_t>::Allocate(h_ids.size());
+  absl::StatusOr<DeviceBuffer<std::byte>> d_out =
+      DeviceBuffer<std::byte>::Allocate(out_offset + out_bytes + kGuardBytes);
+  ASSERT_TRUE(d_table.ok()) << d_table.status();
+  ASSERT_TRUE(d_ids.ok()) << d_ids.status();
+  ASSERT_TRUE(d_out.ok()) << d_out.status();
+  ASSERT_OK(CudaStatus(cudaMemcpy(d_table->data() + table_offset, h_table.data(), h_table.size(),
+                                  cudaMemcpyHostToDevice),
+                       "copy table"));
+  if (!h_ids.empty()) {
+    ASSERT_OK(CudaStatus(cudaMemcpy(d_ids->data(), h_ids.data(), h_ids.size() * sizeof(int64_t),
+                                    cudaMemcpyHostToDevice),
+                         "copy ids"));
+  }
+
+  std::vector<std::byte> want(out_bytes);
+  CpuGather(h_table.data(), table_type, dim, h_ids, out_type, want.data());
+
+  for (const int poison : {0xa5, 0x5a}) {
+    ASSERT_OK(CudaStatus(cudaMemset(d_out->data(), poison, d_out->size()), "poison"));
+    ASSERT_OK(launch(*tuning, d_table->data() + table_offset, table_type, num_rows, dim,
+                     d_ids->data(), static_cast<int64_t>(h_ids.size()), d_out->data() + out_offset,
+                     out_type, stream->get()));
+    std::vector<std::byte> got(out_offset + out_bytes + kGuardBytes);
+    ASSERT_OK(CudaStatus(cudaMemcpyAsync(got.data(), d_out->data(), got.size(),
+                                         cudaMemcpyDeviceToHost, stream->get()),
+                         "copy answer"));
+    ASSERT_OK(CudaStatus(cudaStreamSynchronize(stream->get()), "sync"));
+
+    for (size_t i = 0; i < out_offset; ++i) {
+      ASSERT_EQ(static_cast<int>(got[i]), poison) << "byte " << i << " before the answer";
+    }
+    for (size_t i = 0; i < kGuardBytes; ++i) {
+      ASSERT_EQ(static_cast<int>(got[out_offset + out_bytes + i]), poison)
+          << "guard byte " << i << " after the answer";
+    }
+    if (std::memcmp(got.data() + out_offset, want.data(), out_bytes) != 0) {
+      const size_t es = ElementSize(out_type);
+      int shown = 0;
+      for (size_t e = 0; e < out_bytes / es && shown < 10; ++e) {
+        if (std::memcmp(got.data() + out_offset + e * es, want.data() + e * es, es) != 0) {
+          uint32_t g = 0;
+          uint32_t w = 0;
+          std::memcpy(&g, got.data() + out_offset + e * es, es);
+          std::memcpy(&w, want.data() + e * es, es);
+          const size_t row = e / static_cast<size_t>(dim);
+          const size_t col = e % static_cast<size_t>(dim);
+          uint32_t in = 0;
+          const size_t ies = ElementSize(table_type);
+          std::memcpy(&in, h_table.data() + (static_cast<size_t>(h_ids[row]) * dim + col) * ies,
+                      ies);
+          ADD_FAILURE() << "answer " << row << " (id " << h_ids[row] << ") element " << col
+                        << ": GPU 0x" << std::hex << g << ", CPU 0x" << w << ", input 0x" << in
+                        << " (poison 0x" << poison << ")";
+          ++shown;
+        }
+      }
+      FAIL() << DataTypeName(table_type) << " -> " << DataTypeName(out_type) << " dim " << dim
+             << ": GPU answer differs from CpuGather";
+    }
+  }
+}
+
+// num_ids ids in [0, num_rows): both end rows, runs of duplicates, and uniform
+// random ones.
+// NOLINTBEGIN(bugprone-easily-swappable-parameters)
+std::vector<int64_t> TestIds(int64_t num_rows, size_t num_ids, uint32_t seed) {
+  // NOLINTEND(bugprone-easily-swappable-parameters)
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> ids;
+  ids.reserve(num_ids);
+  const int64_t fixed[] = {0, num_rows - 1, 1 % num_rows, 0, num_rows - 1, num_rows - 1};
+  for (int64_t id : fixed) {
+    if (ids.size() < num_ids) {
+      ids.push_back(id);
+    }
+  }
+  while (ids.size() < num_ids) {
+    const auto id = static_cast<int64_t>(rng() % static_cast<uint64_t>(num_rows));
+    const size_t repeat = rng() % 8 == 0 ? 3 : 1;  // some adjacent duplicates
+    for (size_t r = 0; r < repeat && ids.size() < num_ids; ++r) {
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+class GatherGpuTypesTest
+    : public ::testing::TestWithParam<std::tuple<DataType, DataType, int64_t>> {
+ protected:
+  void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(GatherGpuTypesTest, MatchesCpuGatherBitForBit) {
+  const auto [table_type, out_type, dim] = GetParam();
+  const int64_t num_rows = 301;
+  const size_t num_ids = dim >= 4096 ? 300 : 1500;
+  const auto seed = static_cast<uint32_t>(dim * 16 + int64_t{static_cast<int>(table_type)} * 4 +
+                                          static_cast<int>(out_type));
+  ExpectGpuMatchesCpu(RandomTable(table_type, static_cast<size_t>(num_rows * dim), seed),
+                      table_type, num_rows, dim, TestIds(num_rows, num_ids, seed), out_type);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllPairs, GatherGpuTypesTest,
+    ::testing::Combine(::testing::ValuesIn(kTypes), ::testing::ValuesIn(kTypes),
+                       ::testing::Values<int64_t>(1, 3, 128, 300, 768, 4096, 4097)),
+    [](const ::testing::TestParamInfo<GatherGpuTypesTest::ParamType>& info) {
+      return std::string(DataTypeName(std::get<0>(info.param))) + "_to_" +
+             DataTypeName(std::get<1>(info.param)) + "_dim" +
+             std::to_string(std::get<2>(info.param));
+    });
+
+// Table and answer one element past an aligned address: the 16-byte path is
+// off, narrower accesses (down to one element) take over.
+class GatherGpuMisalignedTest : public ::testing::TestWithParam<std::tuple<DataType, DataType>> {
+ protected:
+  void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(GatherGpuMisalignedTest, MatchesCpuGather) {
+  const auto [table_type, out_type] = GetParam();
+  const int64_t num_rows = 64;
+  const int64_t dim = 128;
+  for (const auto& [table_offset, out_offset] :
+       {std::pair<size_t, size_t>{ElementSize(table_type), 0},
+        std::pair<size_t, size_t>{0, ElementSize(out_type)},
+        std::pair<size_t, size_t>{2 * ElementSize(table_type), 2 * ElementSize(out_type)}}) {
+    SCOPED_TRACE(absl::StrCat("table offset ", table_offset, ", answer offset ", out_offset));
+    ExpectGpuMatchesCpu(RandomTable(table_type, num_rows * dim, 5), table_type, num_rows, dim,
+                        TestIds(num_rows, 500, 6), out_type, table_offset, out_offset);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(AllPairs, GatherGpuMisalignedTest,
+                         ::testing::Combine(::testing::ValuesIn(kTypes),
+                                            ::testing::ValuesIn(kTypes)));
+
+class GatherGpuTest : public ::testing::Test {
+ protected:
+  void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_F(GatherGpuTest, AllIdsTheSame) {
+  const std::vector<int64_t> ids(2000, 17);
+  ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, size_t{40} * 300, 8), DataType::kFloat32, 40,
+                      300, ids, DataType::kFloat32);
+}
+
+TEST_F(GatherGpuTest, FirstAndLastRowOnly) {
+  const int64_t rows = 1000;
+  std::vector<int64_t> ids;
+  ids.reserve(999);
+  for (int i = 0; i < 999; ++i) {
+    ids.push_back(i % 2 == 0 ? 0 : rows - 1);
+  }
+  ExpectGpuMatchesCpu(RandomTable(DataType::kBFloat16, rows * 768, 9), DataType::kBFloat16, rows,
+                      768, ids, DataType::kFloat16);
+}
+
+TEST_F(GatherGpuTest, LargeBatch) {
+  const int64_t rows = 100'000;
+  for (DataType out_type : {DataType::kFloat32, DataType::kBFloat16}) {
+    SCOPED_TRACE(DataTypeName(out_type));
+    ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, rows * 128, 10), DataType::kFloat32, rows,
+                        128, TestIds(rows, 65536, 11), out_type);
+  }
+}
+
+TEST_F(GatherGpuTest, LargeBatchOddDim) {
+  const int64_t rows = 5000;
+  ExpectGpuMatchesCpu(RandomTable(DataType::kFloat16, rows * 301, 12), DataType::kFloat16, rows,
+                      301, TestIds(rows, 65536, 13), DataType::kFloat16);
+}
+
+TEST_F(GatherGpuTest, EmptyBatchIsANoOp) {
+  ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, size_t{10} * 4, 14), DataType::kFloat32, 10,
+                      4, {}, DataType::kFloat16);
+  // With no ids the pointers are not looked at.
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  EXPECT_TRUE(LaunchGather(*tuning, nullptr, DataType::kFloat32, 0, 8, nullptr, 0, nullptr,
+                           DataType::kFloat32, nullptr)
+                  .ok());
+}
+
+TEST_F(GatherGpuTest, RejectsBadArguments) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  absl::StatusOr<DeviceBuffer<float>> buf = DeviceBuffer<float>::Allocate(64);
+  ASSERT_TRUE(buf.ok()) << buf.status();
+  absl::StatusOr<DeviceBuffer<int64_t>> ids = DeviceBuffer<int64_t>::Allocate(4);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  auto launch = [&](const GatherTuning& t, DataType in, int64_t dim, int64_t n, DataType out) {
+    return LaunchGather(t, buf->data(), in, 4, dim, ids->data(), n, buf->data() + 32, out, nullptr);
+  };
+  EXPECT_EQ(launch(*tuning, static_cast<DataType>(0), 4, 1, DataType::kFloat32).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(launch(*tuning, DataType::kFloat32, 4, 1, static_cast<DataType>(7)).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(launch(*tuning, DataType::kFloat32, 0, 1, DataType::kFloat32).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(launch(*tuning, DataType::kFloat32, 4, -1, DataType::kFloat32).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(launch(GatherTuning{}, DataType::kFloat32, 4, 1, DataType::kFloat32).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(GatherGpuTest, TuningComesFromTheDevice) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  EXPECT_EQ(tuning->device, 0);
+  EXPECT_GT(tuning->num_sms, 0);
+  EXPECT_GT(tuning->max_threads_per_sm, 0);
+  EXPECT_GT(tuning->blocks_per_sm, 0);
+  EXPECT_LE(tuning->blocks_per_sm * tuning->threads_per_block, tuning->max_threads_per_sm);
+  std::printf(
+      "[ tuning   ] %d SMs, %d threads/SM, L2 %lld bytes, %d blocks of "
+      "%d threads/SM\n",
+      tuning->num_sms, tuning->max_threads_per_sm, static_cast<long long>(tuning->l2_cache_bytes),
+      tuning->blocks_per_sm, tuning->threads_per_block);
+  absl::StatusOr<int> n = DeviceCount();
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(GetGatherTuning(*n).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(GetGatherTuning(-1).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(GatherGpuTest, StreamsEventsAndBuffersAreOwned) {
+  absl::StatusOr<CudaStream> s = CudaStream::Create();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(s->get(), nullptr);
+  CudaStream moved = std::move(*s);
+  EXPECT_NE(moved.get(), nullptr);
+  absl::StatusOr<CudaEvent> e = CudaEvent::Create(/*timing=*/true);
+  ASSERT_TRUE(e.ok()) << e.status();
+  ASSERT_OK(CudaStatus(cudaEventRecord(e->get(), moved.get()), "record"));
+  ASSERT_OK(CudaStatus(cudaEventSynchronize(e->get()), "sync"));
+  absl::StatusOr<PinnedBuffer<int64_t>> pinned = PinnedBuffer<int64_t>::Allocate(16);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(pinned->size(), 16u);
+  EXPECT_EQ(pinned->size_bytes(), 128u);
+  absl::StatusOr<DeviceBuffer<float>> empty = DeviceBuffer<float>::Allocate(0);
+  ASSERT_TRUE(empty.ok());
+  EXPECT_EQ(empty->data(), nullptr);
+}
+
+TEST_F(GatherGpuTest, AFailedAllocationDoesNotFailLaterGathers) {
+  absl::StatusOr<DeviceBuffer<float>> huge = DeviceBuffer<float>::Allocate(size_t{1} << 60);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(IsStickyCudaError(cudaPeekAtLastError()));  // the context lives on
+  ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, size_t{10} * 4, 15), DataType::kFloat32, 10,
+                      4, TestIds(10, 100, 16), DataType::kFloat32);
+}
+
+// Every kernel variant (the benchmark's sweep) and grid shape gives the same answer: the default
+// cap, one resident wave, a cap of 3 blocks (so each block walks many tiles, the last one
+// partial), and no cap.
+class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
+};
+
+TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
+  const int bits = GetParam();
+  GatherVariant variant;
+  variant.unroll_level = bits & 3;
+  variant.interleaved = (bits & 4) != 0;
+  variant.streaming_stores = (bits & 8) == 0;
+  variant.table_evict_last = (bits & 16) != 0;
+  for (const int max_blocks : {0, -1, 3, 1 << 30}) {
+    const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
+                                int64_t, int64_t dim, const int64_t* d_ids, int64_t num_ids,
+                                void* d_out, DataType out_type, cudaStream_t stream) {
+      GatherLaunchShape shape;
+      shape.num_sms = t.num_sms;
+      shape.max_threads_per_sm = t.max_threads_per_sm;
+      shape.max_blocks = max_blocks;
+      shape.variant = variant;
+      return CudaStatus(
+          EnqueueGather(shape, d_table, table_type, dim, d_ids, num_ids, d_out, out_type, stream),
+          "EnqueueGather");
+    };
+    struct Case {
+      DataType in;
+      DataType out;
+      int64_t dim;
+    };
+    for (const Case& c : {Case{DataType::kFloat32, DataType::kFloat32, 768},    // 16 B units
+                          Case{DataType::kFloat16, DataType::kFloat16, 300},    // 8 B units
+                          Case{DataType::kBFloat16, DataType::kFloat32, 128},   // 8 B -> 16 B
+                          Case{DataType::kFloat32, DataType::kBFloat16, 4097},  // 1 element
+                          Case{DataType::kFloat32, DataType::kFloat16, 3}}) {
+      SCOPED_TRACE(absl::StrCat(DataTypeName(c.in), " -> ", DataTypeName(c.out), " dim ", c.dim,
+                                ", max_blocks ", max_blocks));
+      const int64_t rows = 211;
+      ExpectGpuMatchesCpu(RandomTable(c.in, static_cast<size_t>(rows * c.dim), 20 + bits), c.in,
+                          rows, c.dim, TestIds(rows, c.dim > 1000 ? 97 : 1201, 30 + bits), c.out, 0,
+                          0, launch);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
+                         ::testing::Values(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18, 20,
+                                           21, 22, 24, 25, 26, 28, 29, 30));
+
+TEST_F(GatherGpuTest, RejectsABadVariant) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  GatherLaunchShape shape;
+  shape.num_sms = tuning->num_sms;
+  shape.max_threads_per_sm = tuning->max_threads_per_sm;
+  shape.variant.unroll_level = kGatherUnrollLevels;
+  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, nullptr, 1, nullptr,
+                          DataType::kFloat32, nullptr),
+            cudaErrorInvalidValue);
+}
+
+// These need no GPU.
+TEST(CudaStatus, OkOnSuccessInternalOtherwise) {
+  EXPECT_TRUE(CudaStatus(cudaSuccess, "x").ok());
+  const absl::Status s = CudaStatus(cudaErrorMemoryAllocation, "cudaMalloc(4096 bytes)");
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(s.message().substr(0, 49), "cudaMalloc(4096 bytes): cudaErrorMemoryAllocation")
+      << s.message();
+}
+
+TEST(CudaStatus, StickyErrors) {
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorIllegalAddress));
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorLaunchFailure));
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorMisalignedAddress));
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorIllegalInstruction));
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorHardwareStackError));
+  EXPECT_TRUE(IsStickyCudaError(cudaErrorECCUncorrectable));
+  EXPECT_FALSE(IsStickyCudaError(cudaSuccess));
+  EXPECT_FALSE(IsStickyCudaError(cudaErrorMemoryAllocation));
+  EXPECT_FALSE(IsStickyCudaError(cudaErrorInvalidValue));
+  EXPECT_FALSE(IsStickyCudaError(cudaErrorNoDevice));
+}
+
+}  // namespace
+}  // namespace emb::kernels
