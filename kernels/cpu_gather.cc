@@ -1,5 +1,6 @@
 #include "kernels/cpu_gather.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace emb::kernels {
@@ -38,8 +39,19 @@ void ConvertFrom(const std::byte* table, int64_t dim, absl::Span<const int64_t> 
 void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
                absl::Span<const int64_t> ids, DataType out_type, std::byte* out) {
   if (table_type == out_type) {
+    // Rows are random, so each is a cache (and often TLB) miss: ask for the rows a few ids ahead
+    // while copying this one, so that several misses are in flight at once.
+    constexpr size_t kAhead = 8;
+    constexpr size_t kLine = 64;
     const size_t row = static_cast<size_t>(dim) * ElementSize(table_type);
+    const size_t prefetch_lines = std::min<size_t>((row + kLine - 1) / kLine, 16);
     for (size_t i = 0; i < ids.size(); ++i) {
+      if (i + kAhead < ids.size()) {
+        const std::byte* next = table + static_cast<size_t>(ids[i + kAhead]) * row;
+        for (size_t l = 0; l < prefetch_lines; ++l) {
+          __builtin_prefetch(next + l * kLine);
+        }
+      }
       std::memcpy(out + i * row, table + static_cast<size_t>(ids[i]) * row, row);
     }
     return;

@@ -40,6 +40,7 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       metrics_(metrics),
       clock_(clock),
       dim_(static_cast<size_t>(store->dim())),
+      answerers_(options.answer_threads),
       worker_([this] { Run(); }) {}
 
 Batcher::~Batcher() { Shutdown(); }
@@ -194,16 +195,21 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
       metrics_.copy_out_seconds->Observe(times.copy_out);
     }
   }
+  // Each caller's rows start where the previous caller's end.
   const size_t row_bytes = dim_ * ElementSize(batch.out_type);
+  std::vector<size_t> offsets(batch.entries.size());
   size_t offset = 0;
-  for (Entry& e : batch.entries) {
-    const size_t bytes = e.request.ids.size() * row_bytes;
-    if (status.ok()) {
-      std::memcpy(e.request.out, rows.data() + offset, bytes);
-    }
-    offset += bytes;
-    e.request.done(status);
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    offsets[i] = offset;
+    offset += batch.entries[i].request.ids.size() * row_bytes;
   }
+  answerers_.Run(static_cast<int>(batch.entries.size()), [&](int i) {
+    Request& r = batch.entries[i].request;
+    if (status.ok()) {
+      std::memcpy(r.out, rows.data() + offsets[i], r.ids.size() * row_bytes);
+    }
+    r.done(status);
+  });
   metrics_.answer_seconds->Observe(SecondsSince(start));
   absl::MutexLock lock(&mu_);
   --inflight_;

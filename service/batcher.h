@@ -25,6 +25,7 @@
 #include "kernels/data_type.h"
 #include "service/embedding_store.h"
 #include "service/metrics.h"
+#include "service/parallel_for.h"
 
 namespace emb::service {
 
@@ -32,6 +33,8 @@ struct BatcherOptions {
   int64_t max_batch_ids = 65536;
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_ids = 1 << 20;
+  // Threads besides the batch's own that copy rows to the callers and finish their calls.
+  int answer_threads = 0;
 };
 
 // Time source for deadlines and queue waits; tests inject a fake one.
@@ -90,6 +93,7 @@ class Batcher {
   const TableMetrics metrics_;
   Clock* const clock_;
   const size_t dim_;
+  ParallelFor answerers_;
 
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);

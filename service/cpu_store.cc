@@ -10,7 +10,7 @@ namespace emb::service {
 
 absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& source,
                                                            int64_t max_batch_ids) {
-  ASSIGN_OR_RETURN(std::unique_ptr<HostRows> rows, source.Map());
+  ASSIGN_OR_RETURN(std::unique_ptr<HostRows> rows, source.ReadAll());
   return std::unique_ptr<CpuStore>(new CpuStore(source, std::move(rows), max_batch_ids));
 }
 

@@ -1,5 +1,5 @@
-// CpuStore: a table in host memory (the mapped file), gathered on the calling thread.
-// Thread-safe: LookUp only reads the table; each call uses its own scratch buffer.
+// CpuStore: a table in host memory (read once from its file into huge pages), gathered on the
+// calling thread. Thread-safe: LookUp only reads the table; each call uses its own scratch buffer.
 #ifndef EMB_SERVICE_CPU_STORE_H_
 #define EMB_SERVICE_CPU_STORE_H_
 
@@ -15,7 +15,7 @@ namespace emb::service {
 
 class CpuStore final : public EmbeddingStore {
  public:
-  // Maps (or, for a demo table, generates) the rows. Errors from TableSource::Map().
+  // Reads (or, for a demo table, generates) the rows into host memory. Errors from TableSource::ReadAll().
   static absl::StatusOr<std::unique_ptr<CpuStore>> Create(const TableSource& source,
                                                           int64_t max_batch_ids);
 

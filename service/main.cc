@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <algorithm>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -47,6 +49,9 @@ ABSL_FLAG(int64_t, max_request_ids, 65536,
           "Most ids in one LookUp (INVALID_ARGUMENT beyond); at most --max_batch_ids.");
 ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
           "Largest LookUp answer in bytes (INVALID_ARGUMENT beyond); sets the gRPC send limit.");
+ABSL_FLAG(int32_t, answer_threads, -1,
+          "Threads per table, besides the batch's own, that copy rows to the callers and finish "
+          "their calls in parallel; -1: a quarter of the cores (at most 8).");
 ABSL_FLAG(int32_t, inflight_batches, 4,
           "GPU: batches in flight per table, each on its own stream with its own buffers.");
 ABSL_FLAG(double, drain_seconds, 5,
@@ -89,6 +94,11 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags() {
   c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   c.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
+  c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
+  if (c.batcher.answer_threads < 0) {
+    c.batcher.answer_threads =
+        std::min(8, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+  }
   return c;
 }
 

@@ -1,7 +1,7 @@
 // Where a table's rows come from at start-up: a .npy or .safetensors file, or a seeded demo table.
 //
-// Open() reads and checks only the header; the rows are read later by a store, either by mapping
-// the file (CPU) or in chunks through Read() (GPU staging). Thread-compatible; Read() is
+// Open() reads and checks only the header; the rows are read later by a store, all at once
+// through ReadAll() (CPU) or in chunks through Read() (GPU staging). Thread-compatible; Read() is
 // thread-safe (pread).
 #ifndef EMB_SERVICE_TABLE_SOURCE_H_
 #define EMB_SERVICE_TABLE_SOURCE_H_
@@ -63,9 +63,10 @@ class TableSource {
   // Copies data bytes [offset, offset + dst.size()) into dst. INTERNAL on a read error.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
 
-  // All rows in host memory: a read-only mapping of the file, touched once so that it is resident,
-  // or the generated demo rows.
-  absl::StatusOr<std::unique_ptr<HostRows>> Map() const;
+  // All rows in host memory backed by huge pages where the kernel allows (random row reads then
+  // skip most TLB misses): the file is memory-mapped and read once; a demo table is generated.
+  // RESOURCE_EXHAUSTED when the memory cannot be had.
+  absl::StatusOr<std::unique_ptr<HostRows>> ReadAll() const;
 
  private:
   TableSource() = default;

@@ -243,7 +243,7 @@ TEST_F(ServerTest, ListTablesDescribesTheDemoTable) {
   EXPECT_EQ(t.rows, kRows);
   EXPECT_EQ(t.dim, kDim);
   EXPECT_EQ(t.dtype, DataType::kFloat32);
-  EXPECT_EQ(t.device, "cpu");
+  EXPECT_EQ(t.device, ServerProcess::TestDevice());
   EXPECT_TRUE(t.is_default);
 }
 
@@ -305,13 +305,15 @@ TEST_F(ServerTest, MetricsCountTheTraffic) {
   EXPECT_EQ(Sample(*after, ok_series), ok_before + 10);
   EXPECT_GE(Sample(*after, "embedding_rejected_ids_total{reason=\"out_of_range\",table=\"demo\"}"),
             2);
-  EXPECT_EQ(Sample(*after, "embedding_table_info{device=\"cpu\",dtype=\"float32\",table=\"demo\"}"),
+  const std::string device = ServerProcess::TestDevice();
+  EXPECT_EQ(Sample(*after, "embedding_table_info{device=\"" + device +
+                               "\",dtype=\"float32\",table=\"demo\"}"),
             1);
   EXPECT_EQ(Sample(*after, "embedding_table_rows{table=\"demo\"}"), kRows);
-  for (const char* name :
+  for (const std::string& name : std::vector<std::string>
        {"embedding_request_duration_seconds_bucket{code=\"OK\",method=\"LookUp\",le=\"1e-05\"}",
         "embedding_queue_wait_seconds_count{table=\"demo\"}",
-        "embedding_gather_duration_seconds_count{device=\"cpu\",table=\"demo\"}",
+        "embedding_gather_duration_seconds_count{device=\"" + device + "\",table=\"demo\"}",
         "embedding_batch_ids_count{table=\"demo\"}",
         "embedding_batch_requests_count{table=\"demo\"}",
         "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",

@@ -173,7 +173,7 @@ class BatcherTest : public ::testing::Test {
  protected:
   void SetUp() override {
     source_ = TableSource::Demo("t", kRows, kDim, /*seed=*/2024);
-    auto rows = source_->Map();
+    auto rows = source_->ReadAll();
     ASSERT_THAT(rows, IsOk());
     table_ = std::move(*rows);
     auto store = CpuStore::Create(*source_, /*max_batch_ids=*/1 << 16);

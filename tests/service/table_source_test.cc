@@ -50,14 +50,14 @@ std::string Bytes(absl::Span<const std::byte> b) {
   return std::string(reinterpret_cast<const char*>(b.data()), b.size());
 }
 
-// Every byte of the table through Read(), and through Map().
+// Every byte of the table through Read(), and through ReadAll().
 std::string ReadAll(const TableSource& source) {
   std::vector<std::byte> out(source.bytes());
   EXPECT_THAT(source.Read(0, absl::MakeSpan(out)), IsOk());
   return Bytes(out);
 }
-std::string MapAll(const TableSource& source) {
-  auto rows = source.Map();
+std::string ReadAllBytes(const TableSource& source) {
+  auto rows = source.ReadAll();
   EXPECT_THAT(rows, IsOk());
   if (!rows.ok()) {
     return "";
@@ -77,7 +77,7 @@ class TableSourceTest : public ::testing::Test {
   }
   std::string Path(const std::string& file) const { return dir_.File(file); }
 
-  // Opens the file, checks its shape and type, and that Read() and Map() give `data` exactly.
+  // Opens the file, checks its shape and type, and that Read() and ReadAll() give `data` exactly.
   void ExpectTable(const std::string& file, const std::string& bytes, const std::string& tensor,
                    int64_t rows, int64_t dim, DataType dtype, const std::string& data) {
     auto source = Open(file, bytes, tensor);
@@ -91,7 +91,7 @@ class TableSourceTest : public ::testing::Test {
     EXPECT_EQ(s.row_bytes(), static_cast<size_t>(dim) * ElementSize(dtype));
     EXPECT_EQ(s.origin(), tensor.empty() ? Path(file) : absl::StrCat(Path(file), "#", tensor));
     EXPECT_TRUE(ReadAll(s) == data) << "Read() differs from the bytes written";
-    EXPECT_TRUE(MapAll(s) == data) << "Map() differs from the bytes written";
+    EXPECT_TRUE(ReadAllBytes(s) == data) << "ReadAll() differs from the bytes written";
   }
 
   TempDir dir_;
@@ -211,15 +211,15 @@ TEST(TableSourceDemo, HasTheRequestedShape) {
 TEST(TableSourceDemo, SameSeedGivesSameBytes) {
   auto a = TableSource::Demo("a", 50, 8, 7);
   auto b = TableSource::Demo("b", 50, 8, 7);
-  EXPECT_TRUE(MapAll(*a) == MapAll(*b));
+  EXPECT_TRUE(ReadAllBytes(*a) == ReadAllBytes(*b));
   EXPECT_TRUE(ReadAll(*a) == ReadAll(*b));
 }
 
 TEST(TableSourceDemo, DifferentSeedGivesDifferentBytes) {
   auto a = TableSource::Demo("a", 50, 8, 7);
   auto b = TableSource::Demo("b", 50, 8, 8);
-  const std::string x = MapAll(*a);
-  const std::string y = MapAll(*b);
+  const std::string x = ReadAllBytes(*a);
+  const std::string y = ReadAllBytes(*b);
   ASSERT_EQ(x.size(), y.size());
   size_t same = 0;
   for (size_t i = 0; i < x.size(); i += 4) {
@@ -230,7 +230,7 @@ TEST(TableSourceDemo, DifferentSeedGivesDifferentBytes) {
 
 TEST(TableSourceDemo, ValuesAreInMinusOneToOneAndNotConstant) {
   auto demo = TableSource::Demo("d", 64, 16, 3);
-  const std::string bytes = MapAll(*demo);
+  const std::string bytes = ReadAllBytes(*demo);
   float lo = 2;
   float hi = -2;
   for (size_t i = 0; i < bytes.size(); i += 4) {
@@ -245,9 +245,9 @@ TEST(TableSourceDemo, ValuesAreInMinusOneToOneAndNotConstant) {
   EXPECT_GT(hi, 0.5f);
 }
 
-TEST(TableSourceDemo, ReadOfASubRangeEqualsThatRangeOfMap) {
+TEST(TableSourceDemo, ReadOfASubRangeEqualsThatRangeOfReadAll) {
   auto demo = TableSource::Demo("d", 40, 6, 99);
-  const std::string all = MapAll(*demo);
+  const std::string all = ReadAllBytes(*demo);
   for (const auto& [offset, size] : std::vector<std::pair<size_t, size_t>>{
            {0, 24}, {24 * 7, 24 * 3}, {4, 8}, {all.size() - 4, 4}, {0, all.size()}}) {
     std::vector<std::byte> part(size);
@@ -257,9 +257,9 @@ TEST(TableSourceDemo, ReadOfASubRangeEqualsThatRangeOfMap) {
 }
 
 // Read promises bytes [offset, offset + size), also where they split a float32 element.
-TEST(TableSourceDemo, ReadOfAnUnalignedRangeEqualsThatRangeOfMap) {
+TEST(TableSourceDemo, ReadOfAnUnalignedRangeEqualsThatRangeOfReadAll) {
   auto demo = TableSource::Demo("d", 4, 4, 5);
-  const std::string all = MapAll(*demo);
+  const std::string all = ReadAllBytes(*demo);
   for (const auto& [offset, size] :
        std::vector<std::pair<size_t, size_t>>{{2, 4}, {0, 6}, {5, 7}}) {
     std::vector<std::byte> part(size, std::byte{0x5a});

@@ -15,7 +15,15 @@
 
 namespace emb::testing {
 
-std::string ServerProcess::BinaryPath() { return EMB_SERVER_BINARY; }
+std::string ServerProcess::BinaryPath() {
+  const char* env = getenv("EMB_SERVER_BINARY");  // where the build tree is not (the GPU host)
+  return env != nullptr ? env : EMB_SERVER_BINARY;
+}
+
+std::string ServerProcess::TestDevice() {
+  const char* env = getenv("EMB_TEST_DEVICE");
+  return env != nullptr ? env : "cpu";
+}
 
 absl::Status ServerProcess::Spawn(std::vector<std::string> args) {
   auto has = [&](const std::string& prefix) {
@@ -33,9 +41,7 @@ absl::Status ServerProcess::Spawn(std::vector<std::string> args) {
     args.push_back("--metrics_address=127.0.0.1:0");
   }
   if (!has("--device")) {
-    args.push_back("--device=" + std::string(getenv("EMB_TEST_DEVICE") != nullptr
-                                                  ? getenv("EMB_TEST_DEVICE")
-                                                  : "cpu"));
+    args.push_back("--device=" + TestDevice());
   }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {

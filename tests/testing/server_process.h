@@ -1,7 +1,7 @@
 // ServerProcess: runs the real embedding-server binary on loopback for integration tests.
 //
-// The server is started with --grpc_address=127.0.0.1:0 and --metrics_address=127.0.0.1:0
-// (unless the test sets them); its log (stderr) is captured, and the ports it chose are read from
+// The server is started with --grpc_address=127.0.0.1:0, --metrics_address=127.0.0.1:0 and
+// --device=TestDevice() (unless the test sets them); its log (stderr) is captured, and the ports it chose are read from
 // its start-up lines. Thread-safe.
 #ifndef EMB_TESTS_TESTING_SERVER_PROCESS_H_
 #define EMB_TESTS_TESTING_SERVER_PROCESS_H_
@@ -49,8 +49,10 @@ class ServerProcess {
   // Waits until the log contains `text`; false after `timeout`.
   bool WaitForLog(const std::string& text, absl::Duration timeout) const;
 
-  // The server binary (set by CMake).
+  // The server binary: $EMB_SERVER_BINARY, else the one CMake built.
   static std::string BinaryPath();
+  // The --device the tests start servers with: $EMB_TEST_DEVICE (e.g. "cuda:0"), else "cpu".
+  static std::string TestDevice();
 
  private:
   ServerProcess() = default;
