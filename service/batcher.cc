@@ -33,8 +33,7 @@ struct Batcher::Batch {
   DataType out_type;
 };
 
-Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics,
-                 Clock* clock)
+Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics, Clock* clock)
     : store_(store),
       options_(options),
       metrics_(metrics),
@@ -48,8 +47,8 @@ Batcher::~Batcher() { Shutdown(); }
 absl::Status Batcher::Submit(Request request) {
   const auto n = static_cast<int64_t>(request.ids.size());
   if (n > options_.max_batch_ids) {
-    return absl::InvalidArgumentError(absl::StrCat(n, " ids exceed the batch limit of ",
-                                                   options_.max_batch_ids));
+    return absl::InvalidArgumentError(
+        absl::StrCat(n, " ids exceed the batch limit of ", options_.max_batch_ids));
   }
   absl::MutexLock lock(&mu_);
   if (stopping_) {
@@ -115,7 +114,8 @@ void Batcher::Run() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->stopping_ || !b->queue_.empty(); },
+          +[](Batcher* b)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->stopping_ || !b->queue_.empty(); },
           this));
       if (queue_.empty()) {
         return;  // stopping, and nothing left to run
@@ -124,13 +124,13 @@ void Batcher::Run() {
         // Wait for more requests until the batch is full or the oldest has waited long enough.
         const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
         const absl::Duration wait = flush_at - clock_->Now();
-        mu_.AwaitWithTimeout(
-            absl::Condition(
-                +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                  return b->stopping_ || b->queued_ids_ >= b->options_.max_batch_ids;
-                },
-                this),
-            wait);
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   return b->stopping_ ||
+                                          b->queued_ids_ >= b->options_.max_batch_ids;
+                                 },
+                                 this),
+                             wait);
       }
       entries = TakeBatch();
       ++inflight_;
@@ -177,11 +177,9 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
   metrics_.batch_requests->Observe(static_cast<double>(batch->entries.size()));
   Batch* raw = batch.get();
   store_->LookUp(raw->ids, raw->out_type,
-                 [this, batch = std::move(batch)](const absl::Status& status,
-                                                  absl::Span<const std::byte> rows,
-                                                  const StageTimes& times) {
-                   Answer(*batch, status, rows, times);
-                 });
+                 [this, batch = std::move(batch)](
+                     const absl::Status& status, absl::Span<const std::byte> rows,
+                     const StageTimes& times) { Answer(*batch, status, rows, times); });
 }
 
 void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,

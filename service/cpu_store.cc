@@ -14,8 +14,7 @@ absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& so
   return std::unique_ptr<CpuStore>(new CpuStore(source, std::move(rows), max_batch_ids));
 }
 
-CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows,
-                   int64_t max_batch_ids)
+CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows, int64_t max_batch_ids)
     : name_(source.name()),
       rows_(source.rows()),
       dim_(source.dim()),

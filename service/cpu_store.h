@@ -15,7 +15,8 @@ namespace emb::service {
 
 class CpuStore final : public EmbeddingStore {
  public:
-  // Reads (or, for a demo table, generates) the rows into host memory. Errors from TableSource::ReadAll().
+  // Reads (or, for a demo table, generates) the rows into host memory. Errors from
+  // TableSource::ReadAll().
   static absl::StatusOr<std::unique_ptr<CpuStore>> Create(const TableSource& source,
                                                           int64_t max_batch_ids);
 

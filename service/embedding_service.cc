@@ -46,8 +46,8 @@ absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& 
   for (const ServedTable& t : *tables) {
     names.push_back(t.store->name());
   }
-  return absl::NotFoundError(absl::StrCat("unknown table '", name, "'; this server has: ",
-                                          absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(
+      absl::StrCat("unknown table '", name, "'; this server has: ", absl::StrJoin(names, ", ")));
 }
 
 absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
@@ -63,27 +63,25 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
   for (int i = 0; i < request.shape_size(); ++i) {
     const int64_t d = request.shape(i);
     if (d < 0) {
-      return reject(kRejectBadShape, absl::InvalidArgumentError(absl::StrCat(
-                                         "shape[", i, "] = ", d, " is negative")));
+      return reject(kRejectBadShape, absl::InvalidArgumentError(
+                                         absl::StrCat("shape[", i, "] = ", d, " is negative")));
     }
     if (__builtin_mul_overflow(product, d, &product)) {
-      return reject(kRejectBadShape,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "shape [", absl::StrJoin(request.shape(), ", "),
-                        "] overflows int64 at shape[", i, "]")));
+      return reject(kRejectBadShape, absl::InvalidArgumentError(absl::StrCat(
+                                         "shape [", absl::StrJoin(request.shape(), ", "),
+                                         "] overflows int64 at shape[", i, "]")));
     }
   }
   if (request.shape_size() > 0 && product != n) {
-    return reject(kRejectBadShape,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "shape [", absl::StrJoin(request.shape(), ", "), "] holds ", product,
-                      " ids but ids has ", n)));
+    return reject(kRejectBadShape, absl::InvalidArgumentError(
+                                       absl::StrCat("shape [", absl::StrJoin(request.shape(), ", "),
+                                                    "] holds ", product, " ids but ids has ", n)));
   }
   if (n > limits_.max_request_ids) {
     return reject(kRejectTooManyIds,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      n, " ids exceed the limit of ", limits_.max_request_ids,
-                      " ids per request (--max_request_ids); split the request")));
+                  absl::InvalidArgumentError(
+                      absl::StrCat(n, " ids exceed the limit of ", limits_.max_request_ids,
+                                   " ids per request (--max_request_ids); split the request")));
   }
   switch (request.dtype()) {
     case embedding::v1::DATA_TYPE_UNSPECIFIED:
@@ -95,19 +93,18 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
       *out_type = static_cast<DataType>(request.dtype());
       break;
     default:
-      return reject(kRejectBadDtype,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "dtype ", static_cast<int>(request.dtype()),
-                        " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16)")));
+      return reject(kRejectBadDtype, absl::InvalidArgumentError(absl::StrCat(
+                                         "dtype ", static_cast<int>(request.dtype()),
+                                         " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16)")));
   }
   const int64_t answer_bytes = n * store.dim() * static_cast<int64_t>(ElementSize(*out_type));
   if (answer_bytes > limits_.max_response_bytes) {
-    return reject(kRejectAnswerTooLarge,
-                  absl::InvalidArgumentError(absl::StrCat(
-                      "the answer would be ", answer_bytes, " bytes (", n, " ids x ", store.dim(),
-                      " x ", ElementSize(*out_type), " bytes), over the limit of ",
-                      limits_.max_response_bytes,
-                      " bytes (--max_response_bytes); split the request")));
+    return reject(
+        kRejectAnswerTooLarge,
+        absl::InvalidArgumentError(absl::StrCat(
+            "the answer would be ", answer_bytes, " bytes (", n, " ids x ", store.dim(), " x ",
+            ElementSize(*out_type), " bytes), over the limit of ", limits_.max_response_bytes,
+            " bytes (--max_response_bytes); split the request")));
   }
   const int64_t rows = store.rows();
   for (int64_t i = 0; i < n; ++i) {
@@ -116,14 +113,13 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
       continue;  // the common case, one compare
     }
     if (id < 0) {
-      return reject(kRejectNegativeId, absl::InvalidArgumentError(absl::StrCat(
-                                           "ids[", i, "] = ", id, " is negative")));
+      return reject(kRejectNegativeId, absl::InvalidArgumentError(
+                                           absl::StrCat("ids[", i, "] = ", id, " is negative")));
     }
     return reject(kRejectOutOfRange,
-                  absl::OutOfRangeError(absl::StrCat("ids[", i, "] = ", id,
-                                                     " is out of range for table '", store.name(),
-                                                     "' with ", rows, " rows (valid: 0..",
-                                                     rows - 1, ")")));
+                  absl::OutOfRangeError(absl::StrCat(
+                      "ids[", i, "] = ", id, " is out of range for table '", store.name(),
+                      "' with ", rows, " rows (valid: 0..", rows - 1, ")")));
   }
   return absl::OkStatus();
 }
@@ -162,10 +158,10 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
   r.done = [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); };
   if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
-    metrics_->RejectIds(store.name(),
-                        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull
-                                                                         : kRejectUnavailable,
-                        request->ids_size());
+    metrics_->RejectIds(
+        store.name(),
+        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
+        request->ids_size());
     reactor->Finish(ToGrpcStatus(s));
   }
   return reactor;

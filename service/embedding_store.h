@@ -40,7 +40,9 @@ class EmbeddingStore {
   // "cpu" or "cuda:N".
   virtual const std::string& device() const = 0;
   // Bytes the table occupies on its device.
-  virtual size_t bytes() const { return static_cast<size_t>(rows()) * dim() * ElementSize(dtype()); }
+  virtual size_t bytes() const {
+    return static_cast<size_t>(rows()) * dim() * ElementSize(dtype());
+  }
   // The most ids one LookUp may carry (the size the store's buffers were made for).
   virtual int64_t max_batch_ids() const = 0;
 

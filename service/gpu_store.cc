@@ -51,13 +51,13 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   RETURN_IF_ERROR(store->Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  const size_t need =
-      source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(), options.inflight_batches);
+  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(),
+                                                       options.inflight_batches);
   if (need > free_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "table '", source.name(), "' does not fit on ", store->device_name_, ": it needs ", need,
-        " bytes (", source.bytes(), " for the rows, the rest for batch buffers) but ",
-        free_bytes, " of ", total_bytes, " bytes are free"));
+        " bytes (", source.bytes(), " for the rows, the rest for batch buffers) but ", free_bytes,
+        " of ", total_bytes, " bytes are free"));
   }
   RETURN_IF_ERROR(store->Load(source));
   RETURN_IF_ERROR(store->MakeSlots(options.inflight_batches));
@@ -121,10 +121,10 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
   std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
   RETURN_IF_ERROR(Check(cudaSetDevice(device_), "cudaSetDevice"));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
-  RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(),
-                                        ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                        stream),
-                        "copy ids to the device"));
+  RETURN_IF_ERROR(
+      Check(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(), ids.size() * sizeof(int64_t),
+                            cudaMemcpyHostToDevice, stream),
+            "copy ids to the device"));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   if (absl::Status s = kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
                                              slot.d_ids.data(), static_cast<int64_t>(ids.size()),
@@ -175,9 +175,8 @@ void GpuStore::Complete() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](GpuStore* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return s->stopping_ || !s->in_flight_.empty();
-          },
+          +[](GpuStore* s)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->stopping_ || !s->in_flight_.empty(); },
           this));
       if (in_flight_.empty()) {
         return;
@@ -195,8 +194,9 @@ void GpuStore::Complete() {
       times = StageTimes{ms[0] / 1e3, ms[1] / 1e3, ms[2] / 1e3};
     }
     Done done = std::move(slot->done);
-    done(s, s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
-                   : absl::Span<const std::byte>(),
+    done(s,
+         s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
+                : absl::Span<const std::byte>(),
          times);
     Release(slot);
   }

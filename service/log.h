@@ -15,8 +15,8 @@ namespace emb::service {
 template <typename... Args>
 void Log(char severity, const Args&... args) {
   const std::string line =
-      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()),
-                   " ", std::string(1, severity), " ", args..., "\n");
+      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()), " ",
+                   std::string(1, severity), " ", args..., "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

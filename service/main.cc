@@ -2,11 +2,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
-#include <algorithm>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -26,7 +26,8 @@ ABSL_FLAG(std::vector<std::string>, table, {},
           "several. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
           ".safetensors (float32, float16, bfloat16; #TENSOR picks one tensor). The first is the "
           "default table unless --default_table says otherwise. None: a demo table.");
-ABSL_FLAG(std::string, default_table, "", "Name of the table that an empty LookUpRequest.table "
+ABSL_FLAG(std::string, default_table, "",
+          "Name of the table that an empty LookUpRequest.table "
           "selects; empty: the first --table.");
 ABSL_FLAG(std::string, demo_table, "100000x128",
           "ROWSxDIM of the seeded float32 demo table served when no --table is given.");
@@ -66,8 +67,8 @@ using emb::service::LogInfo;
 
 bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
   std::vector<std::string> parts = absl::StrSplit(text, 'x');
-  return parts.size() == 2 && absl::SimpleAtoi(parts[0], rows) &&
-         absl::SimpleAtoi(parts[1], dim) && *rows > 0 && *dim > 0;
+  return parts.size() == 2 && absl::SimpleAtoi(parts[0], rows) && absl::SimpleAtoi(parts[1], dim) &&
+         *rows > 0 && *dim > 0;
 }
 
 absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags() {
@@ -81,8 +82,8 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags() {
   }
   c.default_table = absl::GetFlag(FLAGS_default_table);
   if (!ParseRowsByDim(absl::GetFlag(FLAGS_demo_table), &c.demo_rows, &c.demo_dim)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--demo_table=", absl::GetFlag(FLAGS_demo_table), ": expected ROWSxDIM, e.g. 100000x128"));
+    return absl::InvalidArgumentError(absl::StrCat("--demo_table=", absl::GetFlag(FLAGS_demo_table),
+                                                   ": expected ROWSxDIM, e.g. 100000x128"));
   }
   c.demo_seed = absl::GetFlag(FLAGS_demo_seed);
   c.grpc_address = absl::GetFlag(FLAGS_grpc_address);

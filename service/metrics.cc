@@ -24,12 +24,10 @@ prometheus::Histogram::BucketBoundaries PowersOfTwo(int max_exponent) {
 }
 
 const char* const kCodeNames[] = {
-    "OK",           "CANCELLED",         "UNKNOWN",           "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED", "NOT_FOUND",    "ALREADY_EXISTS",    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",   "OUT_OF_RANGE",
-    "UNIMPLEMENTED", "INTERNAL",         "UNAVAILABLE",       "DATA_LOSS",
-    "UNAUTHENTICATED"};
-
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
 
 const char* TypeName(grpc::experimental::ServerRpcInfo::Type t) {
   switch (t) {
@@ -56,8 +54,8 @@ absl::string_view GrpcCodeName(int code) {
 
 const prometheus::Histogram::BucketBoundaries& Metrics::SecondsBuckets() {
   static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
-      1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
-      2.5e-2, 5e-2, 0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+      1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+      2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
   return *buckets;
 }
 
@@ -198,8 +196,8 @@ Metrics::MethodMetrics& Metrics::ForMethod(const char* full_method,
   if (slot == nullptr) {
     slot = std::make_unique<MethodMetrics>();
     // "/embedding.v1.EmbeddingService/LookUp" -> service, method.
-    std::pair<std::string, std::string> parts = absl::StrSplit(
-        absl::StripPrefix(key, "/"), absl::MaxSplits('/', 1));
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(absl::StripPrefix(key, "/"), absl::MaxSplits('/', 1));
     slot->service = std::move(parts.first);
     slot->method = std::move(parts.second);
     slot->type = TypeName(type);
@@ -245,7 +243,9 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
   CallMetricsInterceptor(Metrics* metrics, Metrics::MethodMetrics* method,
                          std::atomic<int64_t>* active)
-      : metrics_(metrics), method_(method), active_(active),
+      : metrics_(metrics),
+        method_(method),
+        active_(active),
         start_(std::chrono::steady_clock::now()) {}
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {

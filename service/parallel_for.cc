@@ -34,9 +34,8 @@ void ParallelFor::Help() {
   absl::MutexLock lock(&mu_);
   for (;;) {
     mu_.Await(absl::Condition(
-        +[](ParallelFor* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-          return p->stopping_ || p->next_ < p->end_;
-        },
+        +[](ParallelFor* p)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return p->stopping_ || p->next_ < p->end_; },
         this));
     if (stopping_) {
       return;

@@ -1,8 +1,8 @@
 #include "service/server.h"
 
 #include <chrono>
-#include <thread>
 #include <cstdlib>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -27,16 +27,17 @@ constexpr int64_t kMessageSlack = 64 << 10;
 absl::Status CheckConfig(const ServerConfig& c) {
   if (c.batcher.max_batch_ids <= 0 || c.limits.max_request_ids <= 0 ||
       c.limits.max_request_ids > c.batcher.max_batch_ids) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_request_ids (", c.limits.max_request_ids, ") must be in [1, --max_batch_ids (",
-        c.batcher.max_batch_ids, ")]"));
+    return absl::InvalidArgumentError(absl::StrCat("--max_request_ids (", c.limits.max_request_ids,
+                                                   ") must be in [1, --max_batch_ids (",
+                                                   c.batcher.max_batch_ids, ")]"));
   }
   if (c.batcher.max_queue_ids < c.batcher.max_batch_ids) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--max_queue_ids (", c.batcher.max_queue_ids,
-                     ") must be at least --max_batch_ids (", c.batcher.max_batch_ids, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("--max_queue_ids (", c.batcher.max_queue_ids,
+                                                   ") must be at least --max_batch_ids (",
+                                                   c.batcher.max_batch_ids, ")"));
   }
-  if (c.limits.max_response_bytes <= 0 || c.limits.max_response_bytes > (int64_t{1} << 31) - kMessageSlack - 1) {
+  if (c.limits.max_response_bytes <= 0 ||
+      c.limits.max_response_bytes > (int64_t{1} << 31) - kMessageSlack - 1) {
     return absl::InvalidArgumentError("--max_response_bytes must be in [1, 2 GiB - 64 KiB)");
   }
   if (c.inflight_batches < 1) {
@@ -113,16 +114,15 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
-    return absl::UnavailableError(
-        absl::StrCat("cannot listen for gRPC on ", config.grpc_address));
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_address));
   }
   server->server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
   server->SetNotServing();
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_address);
   } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("cannot serve metrics on ",
-                                               config.metrics_address, ": ", e.what()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", config.metrics_address, ": ", e.what()));
   }
   server->exposer_->RegisterCollectable(server->metrics_->registry());
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
@@ -140,8 +140,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   auto* health = server->server_->GetHealthCheckService();
   health->SetServingStatus(kServiceName, true);
   health->SetServingStatus(true);
-  LogInfo("serving ", server->tables_.size(), " table(s) on ", device,
-          "; health SERVING");
+  LogInfo("serving ", server->tables_.size(), " table(s) on ", device, "; health SERVING");
   return server;
 }
 

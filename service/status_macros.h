@@ -9,11 +9,11 @@
 #define EMB_STATUS_CONCAT_(a, b) EMB_STATUS_CONCAT_INNER_(a, b)
 
 // Returns the status of `expr` from the enclosing function unless it is OK.
-#define RETURN_IF_ERROR(expr)                  \
-  do {                                         \
+#define RETURN_IF_ERROR(expr)                   \
+  do {                                          \
     if (absl::Status _st = (expr); !_st.ok()) { \
-      return _st;                              \
-    }                                          \
+      return _st;                               \
+    }                                           \
   } while (0)
 
 // `lhs = *expr` when `expr` (a StatusOr) is OK; otherwise returns its status.

@@ -38,9 +38,9 @@ absl::StatusOr<std::string> ResolveDevice(const std::string& flag) {
     return VisibleGpus() > 0 ? "cuda:0" : "cpu";
   }
   int index = 0;
-  if (flag != "cuda" && !(absl::StartsWith(flag, "cuda:") &&
-                          absl::SimpleAtoi(absl::string_view(flag).substr(5), &index) &&
-                          index >= 0)) {
+  if (flag != "cuda" &&
+      !(absl::StartsWith(flag, "cuda:") &&
+        absl::SimpleAtoi(absl::string_view(flag).substr(5), &index) && index >= 0)) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", flag, ": expected auto, cpu, cuda or cuda:N"));
   }
@@ -50,8 +50,8 @@ absl::StatusOr<std::string> ResolveDevice(const std::string& flag) {
 #else
   const int gpus = VisibleGpus();
   if (index >= gpus) {
-    return absl::InvalidArgumentError(absl::StrCat("--device=", flag, ": ", gpus,
-                                                   " CUDA device(s) visible, so no cuda:", index));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", flag, ": ", gpus, " CUDA device(s) visible, so no cuda:", index));
   }
   return absl::StrCat("cuda:", index);
 #endif

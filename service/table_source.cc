@@ -30,9 +30,7 @@ absl::Status Defect(absl::string_view path, absl::string_view what) {
 }
 
 // a * b, false when it overflows size_t.
-bool MulOverflows(size_t a, size_t b, size_t* out) {
-  return __builtin_mul_overflow(a, b, out);
-}
+bool MulOverflows(size_t a, size_t b, size_t* out) { return __builtin_mul_overflow(a, b, out); }
 
 // The bytes of rows x dim elements of `t`, or false on overflow.
 bool TableBytes(int64_t rows, int64_t dim, DataType t, size_t* out) {
@@ -184,11 +182,9 @@ struct Layout {
 };
 
 // Checks rank 2 and positive dims; on success fills rows and dim.
-absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shape,
-                        Layout* layout) {
+absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shape, Layout* layout) {
   if (shape.size() != 2) {
-    return Defect(path, absl::StrCat("rank ", shape.size(), " (shape [",
-                                     absl::StrJoin(shape, ", "),
+    return Defect(path, absl::StrCat("rank ", shape.size(), " (shape [", absl::StrJoin(shape, ", "),
                                      "]); an embedding table must be 2-D [rows, dim]"));
   }
   if (shape[0] <= 0 || shape[1] <= 0) {
@@ -221,8 +217,8 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
     if (file_size < 12) {
       return Defect(path, "cut .npy header");
     }
-    RETURN_IF_ERROR(PreadAll(
-        fd, 10, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix + 10), 2), path));
+    RETURN_IF_ERROR(
+        PreadAll(fd, 10, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix + 10), 2), path));
     header_len = prefix[8] | (size_t{prefix[9]} << 8) | (size_t{prefix[10]} << 16) |
                  (size_t{prefix[11]} << 24);
     header_start = 12;
@@ -234,11 +230,12 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
                                      " bytes but the file ends at ", file_size));
   }
   std::string header(header_len, '\0');
-  RETURN_IF_ERROR(PreadAll(
-      fd, header_start, absl::MakeSpan(reinterpret_cast<std::byte*>(header.data()), header_len),
-      path));
+  RETURN_IF_ERROR(PreadAll(fd, header_start,
+                           absl::MakeSpan(reinterpret_cast<std::byte*>(header.data()), header_len),
+                           path));
 
-  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (R, C), }
+  // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (R, C),
+  // }
   auto field = [&](absl::string_view key) -> absl::string_view {
     const size_t k = header.find(absl::StrCat("'", key, "'"));
     if (k == std::string::npos) {
@@ -277,7 +274,8 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
        absl::StrSplit(shape_text.substr(1, close - 1), ',', absl::SkipWhitespace())) {
     int64_t v;
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v)) {
-      return Defect(path, absl::StrCat("shape dimension '", part, "' is not an integer or overflows"));
+      return Defect(path,
+                    absl::StrCat("shape dimension '", part, "' is not an integer or overflows"));
     }
     shape.push_back(v);
   }
@@ -303,11 +301,12 @@ absl::StatusOr<Layout> ParseSafetensors(absl::string_view path, absl::string_vie
                                      " bytes but the file has ", file_size - 8, " after it"));
   }
   if (header_len > (size_t{100} << 20)) {
-    return Defect(path, absl::StrCat("safetensors header of ", header_len, " bytes exceeds 100 MiB"));
+    return Defect(path,
+                  absl::StrCat("safetensors header of ", header_len, " bytes exceeds 100 MiB"));
   }
   std::string text(header_len, '\0');
-  RETURN_IF_ERROR(PreadAll(
-      fd, 8, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()), header_len), path));
+  RETURN_IF_ERROR(
+      PreadAll(fd, 8, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()), header_len), path));
   Json header;
   if (!JsonParser(text).Parse(&header) || header.kind != Json::kObject || text.empty() ||
       text[0] != '{') {
@@ -323,8 +322,7 @@ absl::StatusOr<Layout> ParseSafetensors(absl::string_view path, absl::string_vie
   if (chosen.empty()) {
     if (names.size() != 1) {
       return Defect(path, absl::StrCat("holds ", names.size(), " tensors (",
-                                       absl::StrJoin(names, ", "),
-                                       "); pick one with PATH#TENSOR"));
+                                       absl::StrJoin(names, ", "), "); pick one with PATH#TENSOR"));
     }
     chosen = names[0];
   }
@@ -410,8 +408,8 @@ class HugePageRows final : public HostRows {
     void* base = mmap(nullptr, length + kHugePage, PROT_READ | PROT_WRITE,
                       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          what, ": cannot allocate ", bytes, " bytes of host memory: ", strerror(errno)));
+      return absl::ResourceExhaustedError(absl::StrCat(what, ": cannot allocate ", bytes,
+                                                       " bytes of host memory: ", strerror(errno)));
     }
     auto rows = std::unique_ptr<HugePageRows>(new HugePageRows(base, length + kHugePage));
     const uintptr_t aligned =
@@ -489,10 +487,10 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
                                      DataTypeName(layout.dtype), " overflows 64-bit sizes"));
   }
   if (layout.data_offset > file_size || bytes > file_size - layout.data_offset) {
-    return Defect(path, absl::StrCat("truncated data: shape [", layout.rows, ", ", layout.dim,
-                                     "] of ", DataTypeName(layout.dtype), " needs ", bytes,
-                                     " bytes from offset ", layout.data_offset,
-                                     " but the file has ", file_size));
+    return Defect(path,
+                  absl::StrCat("truncated data: shape [", layout.rows, ", ", layout.dim, "] of ",
+                               DataTypeName(layout.dtype), " needs ", bytes, " bytes from offset ",
+                               layout.data_offset, " but the file has ", file_size));
   }
   source->name_ = spec.name;
   source->origin_ = spec.tensor.empty() ? path : absl::StrCat(path, "#", spec.tensor);
@@ -523,8 +521,8 @@ TableSource::~TableSource() {
 
 absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
   if (offset > bytes() || dst.size() > bytes() - offset) {
-    return absl::OutOfRangeError(absl::StrCat(origin_, ": read past the table's ", bytes(),
-                                              " bytes"));
+    return absl::OutOfRangeError(
+        absl::StrCat(origin_, ": read past the table's ", bytes(), " bytes"));
   }
   if (fd_ >= 0) {
     return PreadAll(fd_, data_offset_ + offset, dst, origin_);

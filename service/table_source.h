@@ -76,9 +76,9 @@ class TableSource {
   int64_t rows_ = 0;
   int64_t dim_ = 0;
   DataType dtype_ = DataType::kFloat32;
-  int fd_ = -1;              // files only
-  size_t data_offset_ = 0;   // files only: where the rows start
-  uint64_t demo_seed_ = 0;   // demo only
+  int fd_ = -1;             // files only
+  size_t data_offset_ = 0;  // files only: where the rows start
+  uint64_t demo_seed_ = 0;  // demo only
 };
 
 }  // namespace emb::service

@@ -161,8 +161,8 @@ void ExpectError(const absl::StatusOr<client::LookUpResult>& r, absl::StatusCode
 
 TEST_F(ServerTest, UnknownTableIsNotFound) {
   const std::vector<int64_t> ids = {1};
-  ExpectError(client_->LookUp("nope", ids, {}, std::nullopt, kTimeout),
-              absl::StatusCode::kNotFound, {"'nope'", "demo"});
+  ExpectError(client_->LookUp("nope", ids, {}, std::nullopt, kTimeout), absl::StatusCode::kNotFound,
+              {"'nope'", "demo"});
 }
 
 TEST_F(ServerTest, NegativeIdIsInvalidArgumentNamingPositionAndValue) {
@@ -173,9 +173,8 @@ TEST_F(ServerTest, NegativeIdIsInvalidArgumentNamingPositionAndValue) {
 
 TEST_F(ServerTest, IdPastTheTableIsOutOfRangeNamingPositionValueAndRows) {
   const std::vector<int64_t> ids = {1, kRows};
-  ExpectError(client_->LookUp("", ids, {}, std::nullopt, kTimeout),
-              absl::StatusCode::kOutOfRange, {"ids[1]", std::to_string(kRows), "'demo'",
-                                              std::to_string(kRows) + " rows"});
+  ExpectError(client_->LookUp("", ids, {}, std::nullopt, kTimeout), absl::StatusCode::kOutOfRange,
+              {"ids[1]", std::to_string(kRows), "'demo'", std::to_string(kRows) + " rows"});
 }
 
 TEST_F(ServerTest, ShapeErrorsAreInvalidArgument) {
@@ -311,16 +310,16 @@ TEST_F(ServerTest, MetricsCountTheTraffic) {
                                "\",dtype=\"float32\",table=\"demo\"}"),
             1);
   EXPECT_EQ(Sample(*after, "embedding_table_rows{table=\"demo\"}"), kRows);
-  for (const std::string& name : std::vector<std::string>
-       {"embedding_request_duration_seconds_bucket{code=\"OK\",method=\"LookUp\",le=\"1e-05\"}",
-        "embedding_queue_wait_seconds_count{table=\"demo\"}",
-        "embedding_gather_duration_seconds_count{device=\"" + device + "\",table=\"demo\"}",
-        "embedding_batch_ids_count{table=\"demo\"}",
-        "embedding_batch_requests_count{table=\"demo\"}",
-        "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",
-        "embedding_queue_ids{table=\"demo\"}", "embedding_inflight_batches{table=\"demo\"}",
-        "grpc_server_started_total{grpc_method=\"LookUp\"",
-        "grpc_server_handling_seconds_count{grpc_method=\"LookUp\""}) {
+  for (const std::string& name : std::vector<std::string>{
+           "embedding_request_duration_seconds_bucket{code=\"OK\",method=\"LookUp\",le=\"1e-05\"}",
+           "embedding_queue_wait_seconds_count{table=\"demo\"}",
+           "embedding_gather_duration_seconds_count{device=\"" + device + "\",table=\"demo\"}",
+           "embedding_batch_ids_count{table=\"demo\"}",
+           "embedding_batch_requests_count{table=\"demo\"}",
+           "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",
+           "embedding_queue_ids{table=\"demo\"}", "embedding_inflight_batches{table=\"demo\"}",
+           "grpc_server_started_total{grpc_method=\"LookUp\"",
+           "grpc_server_handling_seconds_count{grpc_method=\"LookUp\""}) {
     EXPECT_GE(Sample(*after, name), 0) << name << " missing from\n" << *after;
   }
 }
@@ -404,18 +403,17 @@ TEST(ServerLifecycle, SigtermAnswersCallsInFlight) {
     ids[i] = SmallIds(rng);
     client::LookUpRequestSpec spec;
     spec.ids = ids[i];
-    client->LookUpAsync(spec, absl::Seconds(20),
-                        [&, i](absl::StatusOr<client::LookUpResult> r) {
-                          results[i] = std::move(r);
-                          done.DecrementCount();
-                        });
+    client->LookUpAsync(spec, absl::Seconds(20), [&, i](absl::StatusOr<client::LookUpResult> r) {
+      results[i] = std::move(r);
+      done.DecrementCount();
+    });
   }
   // Wait until the server has queued all of them, then stop it.
   bool queued = false;
   for (int attempt = 0; attempt < 200 && !queued; ++attempt) {
     auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
-    if (m.ok() && m->find("embedding_queue_ids{table=\"demo\"} " +
-                          std::to_string(kCalls * 64)) != std::string::npos) {
+    if (m.ok() && m->find("embedding_queue_ids{table=\"demo\"} " + std::to_string(kCalls * 64)) !=
+                      std::string::npos) {
       queued = true;
     } else {
       absl::SleepFor(absl::Milliseconds(5));
@@ -445,9 +443,9 @@ bool WaitForSample(const ServerProcess& server, const std::string& series, doubl
 
 // A long batching delay holds the first call in the queue; the queue then has no room.
 TEST(ServerQueue, FullQueueIsResourceExhaustedAtOnce) {
-  auto server = ServerProcess::Start({"--demo_table=1000x8", "--max_queue_delay_us=500000",
-                                      "--max_queue_ids=150", "--max_batch_ids=150",
-                                      "--max_request_ids=100"});
+  auto server =
+      ServerProcess::Start({"--demo_table=1000x8", "--max_queue_delay_us=500000",
+                            "--max_queue_ids=150", "--max_batch_ids=150", "--max_request_ids=100"});
   ASSERT_TRUE(server.ok()) << server.status();
   auto client = client::EmbeddingClient::Connect((*server)->target());
   client::LookUpRequestSpec first;
@@ -466,8 +464,7 @@ TEST(ServerQueue, FullQueueIsResourceExhaustedAtOnce) {
   ASSERT_TRUE(first_result.ok()) << first_result.status();
   auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(Sample(*m, "embedding_rejected_ids_total{reason=\"queue_full\",table=\"demo\"}"),
-            100);
+  EXPECT_EQ(Sample(*m, "embedding_rejected_ids_total{reason=\"queue_full\",table=\"demo\"}"), 100);
 }
 
 // A call whose deadline passes while it waits for its batch is dropped, not gathered.
@@ -479,12 +476,16 @@ TEST(ServerQueue, CallPastItsDeadlineIsDroppedAndCounted) {
   auto r = client->LookUp("", ids, {}, std::nullopt, absl::Milliseconds(50));
   EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
   // The server drops it when its batch forms, 400 ms after it arrived.
-  EXPECT_TRUE(WaitForSample(**server, "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}", 1) ||
-              WaitForSample(**server, "embedding_dropped_requests_total{reason=\"cancelled\",table=\"demo\"}", 1))
+  EXPECT_TRUE(
+      WaitForSample(**server,
+                    "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}", 1) ||
+      WaitForSample(**server,
+                    "embedding_dropped_requests_total{reason=\"cancelled\",table=\"demo\"}", 1))
       << (*server)->log();
   auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(m.ok());
-  EXPECT_EQ(Sample(*m, "embedding_ids_total{table=\"demo\"}"), 0) << "a dropped call is not gathered";
+  EXPECT_EQ(Sample(*m, "embedding_ids_total{table=\"demo\"}"), 0)
+      << "a dropped call is not gathered";
 }
 
 TEST(ServerLifecycle, BrokenTableFileStopsStartUpBeforeThePortOpens) {
@@ -501,10 +502,10 @@ TEST(ServerLifecycle, BrokenTableFileStopsStartUpBeforeThePortOpens) {
 
 TEST(ServerLifecycle, HelpListsTheFlags) {
   const ServerProcess::Exit exit = ServerProcess::RunToExit({"--help"});
-  for (const char* flag : {"--table", "--default_table", "--demo_table", "--grpc_address",
-                           "--metrics_address", "--device", "--max_batch_ids",
-                           "--max_queue_delay_us", "--max_queue_ids", "--max_request_ids",
-                           "--max_response_bytes", "--inflight_batches", "--drain_seconds"}) {
+  for (const char* flag :
+       {"--table", "--default_table", "--demo_table", "--grpc_address", "--metrics_address",
+        "--device", "--max_batch_ids", "--max_queue_delay_us", "--max_queue_ids",
+        "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--drain_seconds"}) {
     EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
   }
 }

@@ -32,15 +32,14 @@ class GpuStoreTest : public ::testing::Test {
     int count = 0;
     const cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || count == 0) {
-      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount: " << cudaGetErrorName(e)
-                   << ", " << count << " devices)";
+      GTEST_SKIP() << "no CUDA device visible (cudaGetDeviceCount: " << cudaGetErrorName(e) << ", "
+                   << count << " devices)";
     }
   }
 
   // A rows x dim table of `type` with random nonzero values, as an .npy or .safetensors file.
   std::unique_ptr<TableSource> RandomTable(DataType type, int64_t rows, int64_t dim) {
-    const std::string data =
-        emb::testing::RandomRows(type, rows * dim, /*seed=*/rows + dim);
+    const std::string data = emb::testing::RandomRows(type, rows * dim, /*seed=*/rows + dim);
     std::string path;
     if (type == DataType::kBFloat16) {
       path = dir_.File("t" + std::to_string(files_++) + ".safetensors");
@@ -108,8 +107,8 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
         auto want = Gather(**cpu, ids, out);
         ASSERT_THAT(got.status(), IsOk());
         ASSERT_THAT(want.status(), IsOk());
-        EXPECT_TRUE(*got == *want) << DataTypeName(table_type) << " -> " << DataTypeName(out)
-                                   << " dim " << dim;
+        EXPECT_TRUE(*got == *want)
+            << DataTypeName(table_type) << " -> " << DataTypeName(out) << " dim " << dim;
       }
     }
   }

@@ -98,9 +98,8 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
       return p->log_closed_ || p->log_.find("health SERVING") != std::string::npos;
     };
     if (!server->mu_.AwaitWithTimeout(absl::Condition(+ready, server.get()), timeout)) {
-      return absl::DeadlineExceededError(
-          absl::StrCat("server not serving after ", absl::FormatDuration(timeout), "; log:\n",
-                       server->log_));
+      return absl::DeadlineExceededError(absl::StrCat(
+          "server not serving after ", absl::FormatDuration(timeout), "; log:\n", server->log_));
     }
     if (server->log_closed_) {
       return absl::FailedPreconditionError(
@@ -169,13 +168,12 @@ bool ServerProcess::WaitForLog(const std::string& text, absl::Duration timeout) 
     const std::string* text;
   } args{this, &text};
   absl::MutexLock lock(&mu_);
-  return mu_.AwaitWithTimeout(
-      absl::Condition(
-          +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return a->p->log_.find(*a->text) != std::string::npos;
-          },
-          &args),
-      timeout);
+  return mu_.AwaitWithTimeout(absl::Condition(
+                                  +[](Args* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                    return a->p->log_.find(*a->text) != std::string::npos;
+                                  },
+                                  &args),
+                              timeout);
 }
 
 ServerProcess::~ServerProcess() {

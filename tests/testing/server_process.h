@@ -1,8 +1,8 @@
 // ServerProcess: runs the real embedding-server binary on loopback for integration tests.
 //
 // The server is started with --grpc_address=127.0.0.1:0, --metrics_address=127.0.0.1:0 and
-// --device=TestDevice() (unless the test sets them); its log (stderr) is captured, and the ports it chose are read from
-// its start-up lines. Thread-safe.
+// --device=TestDevice() (unless the test sets them); its log (stderr) is captured, and the ports it
+// chose are read from its start-up lines. Thread-safe.
 #ifndef EMB_TESTS_TESTING_SERVER_PROCESS_H_
 #define EMB_TESTS_TESTING_SERVER_PROCESS_H_
 
