@@ -204,7 +204,8 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
   answerers_.Run(static_cast<int>(batch.entries.size()), [&](int i) {
     Request& r = batch.entries[i].request;
     if (status.ok()) {
-      std::memcpy(r.out, rows.data() + offsets[i], r.ids.size() * row_bytes);
+      r.out->assign(reinterpret_cast<const char*>(rows.data()) + offsets[i],
+                    r.ids.size() * row_bytes);
     }
     r.done(status);
   });

@@ -14,6 +14,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -50,7 +51,7 @@ class Batcher {
   struct Request {
     absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
     DataType out_type = DataType::kFloat32;
-    std::byte* out = nullptr;  // ids.size() * dim * ElementSize(out_type) bytes, valid until done
+    std::string* out = nullptr;  // set to the rows before `done` runs (on OK); valid until done
     absl::Time deadline = absl::InfiniteFuture();
     std::function<bool()> is_cancelled;  // may be empty
     absl::AnyInvocable<void(const absl::Status&)> done;

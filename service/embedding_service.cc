@@ -146,14 +146,11 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   if (request->ids_size() == 0) {
     return FinishNow(ctx, absl::OkStatus());
   }
-  std::string* out = response->mutable_embeddings();
-  out->resize(static_cast<size_t>(request->ids_size()) * store.dim() * ElementSize(out_type));
-
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   Batcher::Request r;
   r.ids = absl::MakeConstSpan(request->ids().data(), request->ids_size());
   r.out_type = out_type;
-  r.out = reinterpret_cast<std::byte*>(out->data());
+  r.out = response->mutable_embeddings();
   r.deadline = absl::FromChrono(ctx->deadline());
   r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
   r.done = [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); };
