@@ -3,7 +3,8 @@
 // A slot owns a stream, pinned host buffers and device buffers sized at start-up for
 // max_batch_ids ids, so the request path allocates nothing. LookUp takes a free slot (blocking
 // while all are busy: the batcher's back-pressure), copies the ids into pinned memory and
-// enqueues copy-in, gather and copy-out on the slot's stream; a completion thread waits for each
+// enqueues copy-in, gather and copy-out on the slot's stream (or, for a small batch, one gather
+// that reads and writes the mapped pinned buffers); a completion thread waits for each
 // batch in order and hands its pinned rows to `done`. With several slots the copies and gather
 // of one batch overlap the next. Thread-safe.
 #ifndef EMB_SERVICE_GPU_STORE_H_
@@ -31,6 +32,10 @@ namespace emb::service {
 
 class GpuStore final : public EmbeddingStore {
  public:
+  // Batches whose answer is at most this size are gathered straight from and into mapped pinned
+  // memory (one launch, no copies); larger ones copy ids in and rows out with the copy engines.
+  static constexpr size_t kZeroCopyMaxBytes = 256 << 10;
+
   // Copies the table onto GPU `device` through a pinned staging buffer, reading the next chunk
   // while the last one is copied. RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it
   // does not fit; INTERNAL with the CUDA error's name for other CUDA failures.
@@ -56,8 +61,11 @@ class GpuStore final : public EmbeddingStore {
     kernels::DeviceBuffer<int64_t> d_ids;
     kernels::DeviceBuffer<std::byte> d_out;
     kernels::PinnedBuffer<std::byte> h_out;
+    int64_t* mapped_ids = nullptr;    // h_ids as the device sees it
+    std::byte* mapped_out = nullptr;  // h_out as the device sees it
     // Set while the slot holds a batch.
     size_t out_bytes = 0;
+    bool zero_copy = false;
     Done done;
   };
 
