@@ -25,6 +25,12 @@ absl::StatusOr<GatherTuning> TuningOfCurrent(int device) {
   EMB_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device),
                            "cudaDevAttrL2CacheSize");
   t.l2_cache_bytes = l2;
+  EMB_CUDA_RETURN_IF_ERROR(
+      cudaDeviceGetAttribute(&t.cc_major, cudaDevAttrComputeCapabilityMajor, device),
+      "cudaDevAttrComputeCapabilityMajor");
+  EMB_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&t.smem_per_block_optin,
+                                                  cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+                           "cudaDevAttrMaxSharedMemoryPerBlockOptin");
   t.threads_per_block = kGatherBlockThreads;
   EMB_CUDA_RETURN_IF_ERROR(GatherBlocksPerSm(&t.blocks_per_sm), "gather occupancy");
   if (t.num_sms < 1 || t.blocks_per_sm < 1) {
@@ -98,9 +104,11 @@ absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataT
   GatherLaunchShape shape;
   shape.num_sms = tuning.num_sms;
   shape.max_threads_per_sm = tuning.max_threads_per_sm;
-  EMB_CUDA_RETURN_IF_ERROR(
-      EnqueueGather(shape, d_table, table_type, dim, d_ids, num_ids, d_out, out_type, stream),
-      "gather launch");
+  shape.cc_major = tuning.cc_major;
+  shape.smem_per_block_optin = tuning.smem_per_block_optin;
+  EMB_CUDA_RETURN_IF_ERROR(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
+                                         d_out, out_type, stream),
+                           "gather launch");
 #if defined(EMB_CUDA_DEBUG_SYNC)
   EMB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gather (EMB_CUDA_DEBUG_SYNC)");
 #endif

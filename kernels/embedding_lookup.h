@@ -24,16 +24,21 @@ namespace emb::kernels {
 absl::StatusOr<int> DeviceCount();
 
 // Launch parameters derived once from a device's properties; pass to every LaunchGather on it.
-// A launch cuts the answer into tiles of 256 threads x 2 16-byte units (x 4 narrower ones) and
-// gives each block one tile, up to 64 resident waves of blocks (num_sms times the blocks per
-// multiprocessor that the kernel is compiled for); bigger batches loop.
+// A launch picks its kernel by a rule on the shape (gather_dispatch.cu, ChoosePath): with equal
+// table and answer types, rows of 16 KB and more and 16-byte pointers on sm_90, a table that the
+// ids use twice or more per row on average goes by table row (each block holds some rows in
+// shared memory and writes them with the copy engine wherever the ids ask); everything else
+// (conversions too) by threads moving 2- to 16-byte units, a block per tile of 256 threads x 2
+// 16-byte units (x 4 narrower ones), up to 64 resident waves of blocks; bigger batches loop.
 struct GatherTuning {
   int device = 0;
-  int num_sms = 0;             // multiprocessors
-  int max_threads_per_sm = 0;  // resident threads per multiprocessor
-  int64_t l2_cache_bytes = 0;  // L2 size
-  int threads_per_block = 0;   // of the gather kernels (256)
-  int blocks_per_sm = 0;       // fewest resident gather blocks per multiprocessor, all variants
+  int num_sms = 0;               // multiprocessors
+  int max_threads_per_sm = 0;    // resident threads per multiprocessor
+  int64_t l2_cache_bytes = 0;    // L2 size
+  int threads_per_block = 0;     // of the unit gather kernels (256)
+  int blocks_per_sm = 0;         // fewest resident unit-gather blocks per multiprocessor
+  int cc_major = 0;              // compute capability (the copy-engine paths need 9, Hopper)
+  int smem_per_block_optin = 0;  // shared memory bytes a block may opt in to
 };
 
 // Reads `device`'s properties and the gather kernels' occupancy on it. The

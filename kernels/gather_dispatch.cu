@@ -1,8 +1,11 @@
 // Picks and launches a GatherUnitsKernel (gather_kernel.cuh). No Abseil here (STYLE §1);
 // embedding_lookup.cc turns the cudaError_t into a Status.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <mutex>
 #include <type_traits>
+#include <vector>
 
 #include "kernels/gather_dispatch.h"
 #include "kernels/gather_kernel.cuh"
@@ -11,13 +14,17 @@ namespace emb::kernels {
 namespace {
 
 using gather::BF16;
+using gather::BulkRowsArgs;
 using gather::F16;
 using gather::F32;
 using gather::FastDivmod;
 using gather::GatherArgs;
+using gather::GatherBulkRowsKernel;
+using gather::GatherRowOwnersKernel;
 using gather::GatherUnitsKernel;
 using gather::kBlockThreads;
 using gather::kUnrollLevels;
+using gather::RowOwnersArgs;
 using gather::Unit;
 
 static_assert(kBlockThreads == kGatherBlockThreads);
@@ -195,8 +202,233 @@ cudaError_t LaunchFrom(const GatherLaunchShape& shape, const void* d_table, int6
   return cudaErrorInvalidValue;
 }
 
+// ---- The bulk paths (copy engine; sm_90 and later) ----
+
+// Pieces of a row that the bulk-rows kernel moves at a time, at most (a stage of shared memory).
+constexpr int64_t kBulkMaxPieceBytes = 16 << 10;
+// Shared memory a row-owners block holds rows in, at most (so that a block always fits).
+constexpr int64_t kOwnerMaxGroupBytes = 200 << 10;
+// Prepares `kernel` for launches with `dyn_bytes` of dynamic shared memory on the current device
+// (raising its limit to the device's opt-in maximum, once) and writes its
+// resident blocks per multiprocessor. Cached per device, kernel and size (a process sees few).
+cudaError_t PrepareSmemKernel(const void* kernel, int threads, int64_t dyn_bytes, int optin_bytes,
+                              int* blocks_per_sm) {
+  struct Entry {
+    int device;
+    const void* kernel;
+    int64_t dyn_bytes;
+    int blocks;
+  };
+  static std::mutex mu;
+  static auto* cache = new std::vector<Entry>;  // never destroyed: used at any exit order
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    return e;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  bool raised = false;  // any entry of this kernel on this device means its limit was raised
+  for (const Entry& entry : *cache) {
+    if (entry.device == device && entry.kernel == kernel) {
+      if (entry.dyn_bytes == dyn_bytes) {
+        *blocks_per_sm = entry.blocks;
+        return cudaSuccess;
+      }
+      raised = true;
+    }
+  }
+  // Always to the maximum (the opt-in size less the kernel's static shared memory), so that a
+  // concurrent launch of a larger size never sees a lower limit. A failed call is reported here,
+  // not left as the thread's last error for the next launch to pick up.
+  if (!raised) {
+    cudaFuncAttributes attributes{};
+    cudaError_t e = cudaFuncGetAttributes(&attributes, kernel);
+    if (e == cudaSuccess) {
+      e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               optin_bytes - static_cast<int>(attributes.sharedSizeBytes));
+    }
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      return e;
+    }
+  }
+  int blocks = 0;
+  if (const cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, kernel, threads, static_cast<size_t>(dyn_bytes));
+      e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
+  }
+  if (cache->size() < 256) {
+    cache->push_back(Entry{device, kernel, dyn_bytes, blocks});
+  }
+  *blocks_per_sm = blocks;
+  return cudaSuccess;
+}
+
+cudaError_t LaunchBulkRows(const GatherLaunchShape& shape, const void* d_table, int64_t row_bytes,
+                           const int64_t* d_ids, int64_t num_ids, void* d_out,
+                           cudaStream_t stream) {
+  const int64_t pieces_per_row = (row_bytes + kBulkMaxPieceBytes - 1) / kBulkMaxPieceBytes;
+  const int64_t piece_bytes = ((row_bytes + pieces_per_row - 1) / pieces_per_row + 15) / 16 * 16;
+  const int64_t stages = int64_t{2} << shape.variant.unroll_level;  // 2, 4, 8
+  static_assert(gather::kMaxBulkStages == 8);
+  const int64_t dyn_bytes = stages * piece_bytes;
+  const void* kernel = reinterpret_cast<const void*>(&GatherBulkRowsKernel);
+  int blocks_per_sm = 0;
+  if (const cudaError_t e = PrepareSmemKernel(kernel, gather::kBulkThreads, dyn_bytes,
+                                              shape.smem_per_block_optin, &blocks_per_sm);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (blocks_per_sm < 1) {
+    return cudaErrorInvalidConfiguration;
+  }
+  const int64_t total = num_ids * pieces_per_row;
+  const int64_t wave = int64_t{shape.num_sms} * blocks_per_sm;
+  int64_t blocks = shape.max_blocks > 0   ? shape.max_blocks
+                   : shape.max_blocks < 0 ? wave * -int64_t{shape.max_blocks}
+                                          : wave;
+  blocks = std::min(blocks, total);
+  BulkRowsArgs args;
+  args.total_pieces = static_cast<uint64_t>(total);
+  args.pieces_per_block = static_cast<uint64_t>((total + blocks - 1) / blocks);
+  args.pieces_per_row = static_cast<uint32_t>(pieces_per_row);
+  args.row_bytes = static_cast<uint32_t>(row_bytes);
+  args.piece_bytes = static_cast<uint32_t>(piece_bytes);
+  args.stages = static_cast<uint32_t>(stages);
+  args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
+               (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
+  const int64_t grid = (total + static_cast<int64_t>(args.pieces_per_block) - 1) /
+                       static_cast<int64_t>(args.pieces_per_block);
+  if (grid > int64_t{0x7fffffff}) {
+    return cudaErrorInvalidValue;
+  }
+  (void)cudaGetLastError();  // drop a stale non-sticky error (see LaunchUnrolled)
+  GatherBulkRowsKernel<<<static_cast<unsigned int>(grid), gather::kBulkThreads,
+                         static_cast<size_t>(dyn_bytes), stream>>>(
+      static_cast<const uint8_t*>(d_table), d_ids, args, static_cast<uint8_t*>(d_out));
+  if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
+  }
+  return cudaSuccess;
+}
+
+// Table rows per row-owners block. Each block reads its rows once per id slice and scans its
+// slice of the ids, so over a grid of G groups x S slices that fills the device (G * S ~ the
+// resident blocks T, taken as 2 per multiprocessor) the bytes read are S * table + G * ids * 8 =
+// table * T / G + G * ids * 8, least at G = sqrt(table * T / (ids * 8)): rows per block R =
+// sqrt(num_rows * ids * 8 / (T * row_bytes)). unroll_level 0, 1, 2 scales that by 1/4, 1/2 or 1
+// (the H200 sweep measured 1/2 fastest on average for 16 KB rows, 12% faster than 1 at 16 ids a
+// row, 6% slower at 8); the result is kept within kOwnerMaxGroupBytes and the block's opt-in
+// shared memory.
+int64_t OwnerRowsPerGroup(const GatherLaunchShape& shape, int64_t num_rows, int64_t row_bytes,
+                          int64_t num_ids) {
+  const double resident = 2.0 * shape.num_sms;
+  const double best = std::sqrt(static_cast<double>(num_rows) * static_cast<double>(num_ids) * 8.0 /
+                                (resident * static_cast<double>(row_bytes)));
+  const double scaled = best * (shape.variant.unroll_level == 0   ? 0.25
+                                : shape.variant.unroll_level == 1 ? 0.5
+                                                                  : 1.0);
+  const int64_t cap_bytes =
+      std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
+  const int64_t most = std::max<int64_t>(1, cap_bytes / row_bytes);
+  return std::clamp<int64_t>(std::llround(scaled), 1, std::min(most, num_rows));
+}
+
+cudaError_t LaunchRowOwners(const GatherLaunchShape& shape, const void* d_table, int64_t num_rows,
+                            int64_t row_bytes, const int64_t* d_ids, int64_t num_ids, void* d_out,
+                            cudaStream_t stream) {
+  const int64_t rows_per_group = OwnerRowsPerGroup(shape, num_rows, row_bytes, num_ids);
+  const int64_t groups = (num_rows + rows_per_group - 1) / rows_per_group;
+  const int64_t dyn_bytes = rows_per_group * row_bytes;
+  const void* kernel = reinterpret_cast<const void*>(&GatherRowOwnersKernel);
+  int blocks_per_sm = 0;
+  if (const cudaError_t e = PrepareSmemKernel(kernel, gather::kOwnerThreads, dyn_bytes,
+                                              shape.smem_per_block_optin, &blocks_per_sm);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (blocks_per_sm < 1) {
+    return cudaErrorInvalidConfiguration;
+  }
+  // Id slices: enough that the grid fills `waves` resident waves, each slice at least 256 ids;
+  // or as asked.
+  int64_t slices = 0;
+  if (shape.max_blocks > 0) {
+    slices = shape.max_blocks;
+  } else {
+    const int64_t waves = shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : 1;
+    const int64_t resident = int64_t{shape.num_sms} * blocks_per_sm * waves;
+    slices = std::min(std::max<int64_t>(1, resident / groups), (num_ids + 255) / 256);
+  }
+  slices = std::clamp<int64_t>(slices, 1, std::min<int64_t>(num_ids, 65535));
+  const int64_t ids_per_slice = (num_ids + slices - 1) / slices;
+  slices = (num_ids + ids_per_slice - 1) / ids_per_slice;
+  if (groups > int64_t{0x7fffffff}) {
+    return cudaErrorInvalidValue;
+  }
+  RowOwnersArgs args;
+  args.num_rows = num_rows;
+  args.num_ids = num_ids;
+  args.ids_per_slice = ids_per_slice;
+  args.row_bytes = static_cast<uint32_t>(row_bytes);
+  args.rows_per_group = static_cast<uint32_t>(rows_per_group);
+  args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
+               (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
+  (void)cudaGetLastError();  // drop a stale non-sticky error (see LaunchUnrolled)
+  GatherRowOwnersKernel<<<dim3(static_cast<unsigned int>(groups),
+                               static_cast<unsigned int>(slices)),
+                          gather::kOwnerThreads, static_cast<size_t>(dyn_bytes), stream>>>(
+      static_cast<const uint8_t*>(d_table), d_ids, args, static_cast<uint8_t*>(d_out));
+  if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return e;
+  }
+  return cudaSuccess;
+}
+
 bool IsDataType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
+
+// Whether the bulk paths can serve these arguments: the copy engine (sm_90), raw bytes (equal
+// types), rows and both base pointers on 16 bytes, rows up to 16 MB (so that a row's last piece
+// is never empty).
+bool BulkFits(const GatherLaunchShape& shape, const void* d_table, DataType table_type, int64_t dim,
+              const void* d_out, DataType out_type) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  return shape.cc_major >= 9 && table_type == out_type && row_bytes % 16 == 0 &&
+         row_bytes <= (int64_t{1} << 24) && IsAligned(d_table, 16) && IsAligned(d_out, 16) &&
+         shape.smem_per_block_optin >= gather::kMaxBulkStages * kBulkMaxPieceBytes + 1024;
+}
+
+bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
+               int64_t num_rows, int64_t dim, const void* d_out, DataType out_type) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  return BulkFits(shape, d_table, table_type, dim, d_out, out_type) && num_rows >= 1 &&
+         row_bytes <=
+             std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
+}
+
+// The production rule (kAuto), from the H200 sweep in docs/kernel_benchmark_h200.md (16384 ids):
+// - kRowOwners for rows of 16 KB and more when ids >= 2 * rows (each row used twice or more on
+//   average): reading each table row once per id slice instead of once per use measured 3%, 13%,
+//   8% and 1% faster than kUnits at ids = 2, 4, 8 and 16 x rows; at ids = rows it was 21% slower,
+//   and for 1.2 to 4 KB rows 11% to 1.9x slower at every table size (each block scans all its
+//   slice's ids, which costs more than it saves when rows are short);
+// - else kUnits (also for every conversion, row length that is not a multiple of 16 bytes,
+//   misaligned pointer, or a device before sm_90). kBulkRows is never chosen: it measured 2% to
+//   15% slower than kUnits on every shape it serves.
+GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
+                      int64_t num_rows, int64_t dim, int64_t num_ids, const void* d_out,
+                      DataType out_type) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  if (row_bytes >= (int64_t{16} << 10) && num_ids >= 2 * num_rows &&
+      OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)) {
+    return GatherPath::kRowOwners;
+  }
+  return GatherPath::kUnits;
 }
 
 }  // namespace
@@ -223,16 +455,48 @@ cudaError_t GatherBlocksPerSm(int* blocks_per_sm) {
   return cudaSuccess;
 }
 
+GatherPath ResolveGatherPath(const GatherLaunchShape& shape, const void* d_table,
+                             DataType table_type, int64_t num_rows, int64_t dim, int64_t num_ids,
+                             const void* d_out, DataType out_type) {
+  switch (shape.variant.path) {
+    case GatherPath::kAuto:
+      return ChoosePath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type);
+    case GatherPath::kBulkRows:
+      return BulkFits(shape, d_table, table_type, dim, d_out, out_type) ? GatherPath::kBulkRows
+                                                                        : GatherPath::kUnits;
+    case GatherPath::kRowOwners:
+      return OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)
+                 ? GatherPath::kRowOwners
+                 : GatherPath::kUnits;
+    case GatherPath::kUnits:
+      break;
+  }
+  return GatherPath::kUnits;
+}
+
 cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
-                          int64_t dim, const int64_t* d_ids, int64_t num_ids, void* d_out,
-                          DataType out_type, cudaStream_t stream) {
-  if (!IsDataType(table_type) || !IsDataType(out_type) || dim < 1 || num_ids < 0 ||
+                          int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
+                          void* d_out, DataType out_type, cudaStream_t stream) {
+  const GatherPath asked = shape.variant.path;
+  if (!IsDataType(table_type) || !IsDataType(out_type) || dim < 1 || num_rows < 0 || num_ids < 0 ||
       shape.num_sms < 1 || shape.variant.unroll_level < 0 ||
-      shape.variant.unroll_level >= kUnrollLevels) {
+      shape.variant.unroll_level >= kUnrollLevels ||
+      !(asked == GatherPath::kAuto || asked == GatherPath::kUnits ||
+        asked == GatherPath::kBulkRows || asked == GatherPath::kRowOwners)) {
     return cudaErrorInvalidValue;
   }
   if (num_ids == 0) {
     return cudaSuccess;
+  }
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  switch (ResolveGatherPath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type)) {
+    case GatherPath::kBulkRows:
+      return LaunchBulkRows(shape, d_table, row_bytes, d_ids, num_ids, d_out, stream);
+    case GatherPath::kRowOwners:
+      return LaunchRowOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
+    case GatherPath::kAuto:
+    case GatherPath::kUnits:
+      break;
   }
   switch (table_type) {
     case DataType::kFloat32:

@@ -17,15 +17,35 @@ inline constexpr int kGatherBlockThreads = 256;
 // GatherVariant::unroll_level is in [0, kGatherUnrollLevels).
 inline constexpr int kGatherUnrollLevels = 3;
 
-// How a gather kernel walks the answer. The default is the production choice, the fastest of the
-// sweep that kernels/tools/gather_benchmark.py ran on an H200 (docs/kernel_benchmark_h200.md:
-// within 1% of the best variant per case on geometric mean, 6% at worst); the others stay for
-// that sweep and are tested like the default.
+// Which kernel does a gather.
+enum class GatherPath : int {
+  // The dispatcher's rule (see ChoosePath in gather_dispatch.cu): kRowOwners for small tables of
+  // long rows (16 KB and more) that the ids use twice or more on average, else kUnits.
+  kAuto = 0,
+  // GatherUnitsKernel: threads load, convert and store 2- to 16-byte units. Any types, any dim.
+  kUnits = 1,
+  // GatherBulkRowsKernel: the copy engine moves row pieces through shared memory, one warp per
+  // block issuing. Needs sm_90, equal table and answer types, 16-byte rows and pointers;
+  // elsewhere the launch falls back to kUnits. Kept for the sweep: 2% to 15% slower than kUnits.
+  kBulkRows = 2,
+  // GatherRowOwnersKernel: each block holds a group of table rows in shared memory and writes
+  // them wherever the ids ask for them. Same requirements as kBulkRows (and rows up to the
+  // shared memory a block can have); elsewhere kUnits.
+  kRowOwners = 3,
+};
+
+// How a gather kernel walks the answer. The default (kAuto, with the other fields as below for
+// kUnits) is the production choice, from the sweep that kernels/tools/gather_benchmark.py ran on an
+// H200 (docs/kernel_benchmark_h200.md); the others stay for that sweep and are tested like the
+// default.
 struct GatherVariant {
-  // Units in flight per thread: 1, 2, 4 (16-byte units) or 2, 4, 8 (narrower) at levels 0, 1, 2.
+  GatherPath path = GatherPath::kAuto;
+  // kUnits: units in flight per thread: 1, 2, 4 (16-byte units) or 2, 4, 8 (narrower) at levels
+  // 0, 1, 2. kBulkRows: shared-memory stages per block: 2, 4, 8. kRowOwners: table rows per block:
+  // 1/4, 1/2 or 1 times the dispatcher's bytes-read estimate (within the shared memory limit).
   int unroll_level = 1;
-  bool interleaved = true;       // the grid sweeps the answer front to back; else a span a block
-  bool streaming_stores = true;  // answer stores are evict-first (st.global.cs)
+  bool interleaved = true;       // kUnits: the grid sweeps the answer front to back; else spans
+  bool streaming_stores = true;  // answer stores are evict-first (st.global.cs; a policy for bulk)
   bool table_evict_last = true;  // table loads carry an L2 evict_last policy
 };
 
@@ -33,12 +53,18 @@ struct GatherVariant {
 // blocks (the sweep measured up to 6% faster than a single persistent wave, for 16 KB rows).
 inline constexpr int kGatherMaxWaves = 64;
 
-// How big a grid the launcher may use, and which variant.
+// How big a grid the launcher may use, and which variant. The device fields come from the
+// device's attributes (GetGatherTuning).
 struct GatherLaunchShape {
-  int num_sms = 0;             // multiprocessors of the device
-  int max_threads_per_sm = 0;  // resident threads per multiprocessor
-  // The grid cap, for launch-shape experiments: 0, kGatherMaxWaves resident waves of the chosen
-  // kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0, blocks.
+  int num_sms = 0;               // multiprocessors of the device
+  int max_threads_per_sm = 0;    // resident threads per multiprocessor
+  int cc_major = 0;              // compute capability major; the bulk paths need 9 or more
+  int smem_per_block_optin = 0;  // bytes of shared memory a block may opt in to
+  // The grid cap, for launch-shape experiments. kUnits: 0, kGatherMaxWaves resident waves of the
+  // chosen kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0,
+  // blocks. kBulkRows: 0 or -1, one resident wave of blocks; -k, k waves; > 0, blocks. kRowOwners:
+  // the number of id slices (grid.y): 0 or -k, as many as fill k resident waves (0: one); > 0,
+  // that many (at most num_ids and 65535).
   int max_blocks = 0;
   GatherVariant variant;
 };
@@ -48,14 +74,21 @@ struct GatherLaunchShape {
 // query's error.
 cudaError_t GatherBlocksPerSm(int* blocks_per_sm);
 
-// Enqueues the gather on `stream` (see LaunchGather in embedding_lookup.h for the contract). Picks
-// the widest access (16, 8, 4 or 2 bytes) that the row length and both pointers' alignment allow,
-// and a grid of one block per tile up to shape.max_blocks. Returns cudaErrorInvalidValue for a bad
-// dtype, dim < 1, num_ids < 0, a shape without multiprocessors, a bad variant or a row over 2^30
+// Enqueues the gather on `stream` (see LaunchGather in embedding_lookup.h for the contract) with
+// the path of shape.variant (kAuto: the dispatcher's rule). kUnits picks the widest access (16,
+// 8, 4 or 2 bytes) that the row length and both pointers' alignment allow, and a grid of one block
+// per tile up to shape.max_blocks. Returns cudaErrorInvalidValue for a bad dtype, dim < 1,
+// num_rows < 0, num_ids < 0, a shape without multiprocessors, a bad variant or a row over 2^30
 // units; otherwise the launches' error (cudaPeekAtLastError). num_ids == 0 launches nothing.
 cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
-                          int64_t dim, const int64_t* d_ids, int64_t num_ids, void* d_out,
-                          DataType out_type, cudaStream_t stream);
+                          int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
+                          void* d_out, DataType out_type, cudaStream_t stream);
+
+// The path that EnqueueGather takes for these arguments (never kAuto): shape.variant.path unless
+// kAuto or unfit for them (then the rule, or kUnits).
+GatherPath ResolveGatherPath(const GatherLaunchShape& shape, const void* d_table,
+                             DataType table_type, int64_t num_rows, int64_t dim, int64_t num_ids,
+                             const void* d_out, DataType out_type);
 
 }  // namespace emb::kernels
 

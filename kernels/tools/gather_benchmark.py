@@ -35,13 +35,31 @@ DTYPES = {"float32": (torch.float32, 1), "float16": (torch.float16, 2), "bfloat1
 
 
 # The kernel variants of emb_gather_ex (see gather_capi.cc): bits 0-1 unroll level, bit 2
-# interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads.
-VARIANTS = [v for v in range(32) if (v & 3) < 3]
+# interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
+# 1 bulk rows, 2 row owners; the bulk paths ignore bit 2).
+UNITS, BULK, OWNERS = 0, 32, 64
+VARIANTS = ([v for v in range(32) if (v & 3) < 3]
+            + [BULK + v for v in range(32) if (v & 3) < 3 and not v & 4]
+            + [OWNERS + v for v in range(32) if (v & 3) < 3 and not v & 4])
+PATH_NAMES = {1: "units", 2: "bulk", 3: "owners"}
 
 
-def variant_label(v, nocap):
-    return (f"u{v & 3}{'i' if v & 4 else 's'}{'p' if v & 8 else 'c'}{'L' if v & 16 else ''}"
-            + ("-nocap" if nocap else ""))
+def variant_label(v, suffix=""):
+    kind = {UNITS: "u", BULK: "b", OWNERS: "o"}[v & 96]
+    spans = "" if v & 96 else ("i" if v & 4 else "s")
+    return f"{kind}{v & 3}{spans}{'p' if v & 8 else 'c'}{'L' if v & 16 else ''}{suffix}"
+
+
+def grid_options(v):
+    """(label suffix, max_blocks) of the grids a variant is timed on: every variant on one resident
+    wave (units: a persistent grid; row owners: id slices for one wave); interleaved units also
+    without a cap (one tile per block: the default's shape); row owners also with id slices for
+    four waves."""
+    if v & 96 == UNITS:
+        return [("", -1), ("-nocap", 1 << 30)] if v & 4 else [("", -1)]
+    if v & 96 == OWNERS:
+        return [("", -1), ("-w4", -4)]
+    return [("", -1)]
 
 
 def build_cases(quick):
@@ -79,6 +97,9 @@ def load_lib(path):
                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
                                   ctypes.c_int, ctypes.c_int, ctypes.c_void_p]
     lib.emb_gather_ex.restype = ctypes.c_int
+    lib.emb_gather_path.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+                                    ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.c_int]
+    lib.emb_gather_path.restype = ctypes.c_int
     lib.emb_gather_tuning.argtypes = [ctypes.POINTER(ctypes.c_int)] * 3
     lib.emb_gather_tuning.restype = ctypes.c_int
     return lib
@@ -125,6 +146,25 @@ def measure_bandwidths(timer):
     return out
 
 
+def measure_fixed_costs(timer, lib):
+    """What a call costs with (almost) no bytes to move, timed like the cases: one id of a 3 KB
+    row through our gather, and a 64-byte torch copy. The launch, the dependent id and row
+    loads and the drain are in it; no case can run faster."""
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    w = torch.randn(16, 768, device="cuda")
+    ids = torch.tensor([3], device="cuda", dtype=torch.int64)
+    out = torch.empty(1, 768, device="cuda")
+
+    def one(i):
+        rc = lib.emb_gather_ex(ctypes.c_void_p(w.data_ptr()), 1, 16, 768, ctypes.c_void_p(ids.data_ptr()),
+                               1, ctypes.c_void_p(out.data_ptr()), 1, 0, -1, stream)
+        if rc != 0:
+            raise RuntimeError(f"emb_gather: cudaError {rc}")
+    a = torch.ones(16, device="cuda")
+    b = torch.empty_like(a)
+    return {"gather_one_id": timer.time_us(one, 1), "copy_64_bytes": timer.time_us(lambda i: b.copy_(a), 1)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--lib", required=True)
@@ -160,19 +200,21 @@ def main():
 
     timer = Timer(args.reps, args.warmup, l2_bytes)
     bw = measure_bandwidths(timer)
+    fixed = measure_fixed_costs(timer, lib)
     copy_bw = bw["copy_GBps"] * 1e9
     meta = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "gpu": torch.cuda.get_device_name(dev), "nvidia_smi": smi, "torch": torch.__version__,
         "cuda": torch.version.cuda, "sms": props.multi_processor_count, "l2_bytes": l2_bytes,
         "gather_tuning": {"num_sms": sms.value, "blocks_per_sm": bps.value, "threads_per_block": tpb.value},
-        "bandwidth_GBps": bw, "reps": args.reps, "id_sets": args.id_sets,
+        "bandwidth_GBps": bw, "fixed_us": fixed, "reps": args.reps, "id_sets": args.id_sets,
         "command": " ".join(sys.argv),
     }
     print(f"# {meta['gpu']} | torch {meta['torch']} | {smi}", flush=True)
     print(f"# copy {bw['copy_GBps']:.0f} GB/s (read+write), write-only {bw['write_GBps']:.0f} GB/s, "
           f"read-only {bw['read_GBps']:.0f} GB/s; gather grid {sms.value} SMs x {bps.value} blocks "
           f"x {tpb.value} threads", flush=True)
+    print(f"# fixed costs (us): {fixed}", flush=True)
 
     results = []
     budget = {"compile_spent": 0.0}
@@ -212,6 +254,10 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
         if rc != 0:
             raise RuntimeError(f"emb_gather: cudaError {rc}")
 
+    def path_of(variant):
+        return lib.emb_gather_path(ctypes.c_void_p(weight.data_ptr()), tcode, vocab, dim, n,
+                                   ctypes.c_void_p(outs[0].data_ptr()), tcode, variant)
+
     # Correctness first: ours must equal eager bit for bit.
     ours(0)
     ref = F.embedding(id_sets[0], weight)
@@ -219,7 +265,7 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
 
     row = {"case": name, "dtype": dt, "vocab": vocab, "batch": batch, "seq": seq, "dim": dim,
            "ids": n, "distinct_rows": distinct, "floor_bytes": floor_bytes, "floor_us": floor_us,
-           "exact": exact}
+           "exact": exact, "path": PATH_NAMES.get(path_of(-1), "?")}
     row["ours_us"] = timer.time_us(ours, args.id_sets)
     # The variant sweep: every variant on one resident wave (a persistent grid), interleaved ones
     # also without a grid cap (one tile per block: the default's shape). Each is checked against
@@ -227,14 +273,18 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
     sweep = {}
     if not args.no_sweep:
         for v in VARIANTS:
-            for nocap in ([False, True] if v & 4 else [False]):
-                mb = (1 << 30) if nocap else -1
+            # Skip a bulk variant that would fall back to units (it would time a units kernel),
+            # and row owners where ids < rows (each block would scan every id for rows mostly
+            # unused).
+            if v & 96 and (path_of(v) != {BULK: 2, OWNERS: 3}[v & 96] or (v & 96 == OWNERS and n < vocab)):
+                continue
+            for suffix, mb in grid_options(v):
                 outs[0].fill_(float("nan"))
                 ours(0, mb, v)
                 if not torch.equal(outs[0], ref):
                     row["exact"] = exact = False
-                    print(f"variant {variant_label(v, nocap)} differs from eager", flush=True)
-                sweep[variant_label(v, nocap)] = timer.time_us(
+                    print(f"variant {variant_label(v, suffix)} differs from eager", flush=True)
+                sweep[variant_label(v, suffix)] = timer.time_us(
                     lambda i, mb=mb, v=v: ours(i, mb, v), args.id_sets)
     row["sweep_us"] = sweep
     if sweep:
@@ -292,21 +342,27 @@ def render_markdown(meta, results, t_start):
         f"write-only {bw['write_GBps']:.0f} GB/s; read-only {bw['read_GBps']:.0f} GB/s.",
         f"Gather launch: {meta['gather_tuning']}. Median of {meta['reps']} timed calls, "
         f"{meta['id_sets']} id sets, L2 flushed before each; run took {time.time() - t_start:.0f} s.",
+        f"Fixed costs, timed the same way: {fmt_fixed(meta.get('fixed_us', {}))}.",
         "",
-        "| case | ours us | eager us | compile us | floor us | ours/floor | vs eager | vs compile | ours GB/s | best variant us | same-bytes copy us | exact |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| case | path | ours us | eager us | compile us | floor us | ours/floor | vs eager | vs compile | ours GB/s | best variant us | same-bytes copy us | ours/copy | exact |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |",
     ]
     for r in results:
         cu = r["compile_us"]
         exact = "yes" if r["exact"] and r.get("compile_exact", True) else "NO"
-        cells = [r["case"], f"{r['ours_us']:.1f}", f"{r['eager_us']:.1f}",
+        cells = [r["case"], r.get("path", "?"), f"{r['ours_us']:.1f}", f"{r['eager_us']:.1f}",
                  f"{cu:.1f}" if cu else "n/a", f"{r['floor_us']:.1f}", f"{r['ours_over_floor']:.3f}",
                  f"{r['eager_us'] / r['ours_us']:.2f}x", f"{cu / r['ours_us']:.2f}x" if cu else "n/a",
                  f"{r['ours_GBps']:.0f}", f"{r['best_variant']} {r['best_us']:.1f}",
-                 f"{r['same_bytes_copy_us']:.1f}", exact]
+                 f"{r['same_bytes_copy_us']:.1f}", f"{r['ours_us'] / r['same_bytes_copy_us']:.2f}", exact]
         lines.append("| " + " | ".join(cells) + " |")
     swept = [r for r in results if r["sweep_us"]]
     if swept:
+        lines.append("")
+        lines.append("Best of each path per case (us): " + "; ".join(
+            f"{r['case']}: " + ", ".join(
+                f"{lab} {r['sweep_us'][lab]:.1f}" for lab in best_per_family(r["sweep_us"]))
+            for r in swept))
         labels = sorted(set.intersection(*(set(r["sweep_us"]) for r in swept)))
         score = {}
         for lab in labels:
@@ -314,7 +370,7 @@ def render_markdown(meta, results, t_start):
             score[lab] = (math.exp(sum(logs) / len(logs)), max(r["sweep_us"][lab] / r["best_us"] for r in swept))
         ranked = sorted(score, key=lambda k: score[k][0])
         lines.append("")
-        lines.append("Variants (u<unroll level><i interleaved|s spans><c .cs|p plain stores>[L evict_last table]"
+        lines.append("Units variants (u<unroll level><i interleaved|s spans><c .cs|p plain stores>[L evict_last table]"
                      "[-nocap]), time / best-per-case: geomean, max. Best ten: "
                      + "; ".join(f"{k} {score[k][0]:.3f} {score[k][1]:.3f}" for k in ranked[:10]))
         lines.append("Worst five: " + "; ".join(f"{k} {score[k][0]:.3f}" for k in ranked[-5:]))
@@ -322,8 +378,31 @@ def render_markdown(meta, results, t_start):
     if worst:
         lines.append("")
         lines.append(f"Worst ours/floor: {worst['ours_over_floor']:.3f} ({worst['case']}); "
-                     f"cases within 1.05x: {sum(r['ours_over_floor'] <= 1.05 for r in results)}/{len(results)}.")
+                     f"cases within 1.05x: {sum(r['ours_over_floor'] <= 1.05 for r in results)}/{len(results)}; "
+                     f"faster than eager: {sum(r['eager_us'] > r['ours_us'] for r in results)}/{len(results)}, "
+                     f"than compile: {sum(bool(r['compile_us']) and r['compile_us'] > r['ours_us'] for r in results)}/{len(results)}; "
+                     f"geomean ours/floor {geomean(r['ours_over_floor'] for r in results):.3f}, "
+                     f"ours/copy {geomean(r['ours_us'] / r['same_bytes_copy_us'] for r in results):.3f}, "
+                     f"eager/ours {geomean(r['eager_us'] / r['ours_us'] for r in results):.3f}.")
     return "\n".join(lines)
+
+
+def geomean(xs):
+    xs = list(xs)
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else float("nan")
+
+
+def best_per_family(sweep):
+    best = {}
+    for lab, t in sweep.items():
+        fam = lab[0]
+        if fam not in best or t < sweep[best[fam]]:
+            best[fam] = lab
+    return [best[f] for f in sorted(best)]
+
+
+def fmt_fixed(fixed):
+    return ", ".join(f"{k} {v:.1f} us" for k, v in fixed.items()) or "n/a"
 
 
 def write_outputs(out, meta, results, t_start):

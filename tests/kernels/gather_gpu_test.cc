@@ -335,9 +335,36 @@ TEST_F(GatherGpuTest, AFailedAllocationDoesNotFailLaterGathers) {
                       4, TestIds(10, 100, 16), DataType::kFloat32);
 }
 
+// The variant of the benchmark's (and emb_gather_ex's) bits: 0-1 unroll level, 2 interleaved,
+// 3 plain stores, 4 evict_last table loads, 5-6 path (0 kUnits, 1 kBulkRows, 2 kRowOwners, 3
+// kAuto).
+GatherVariant VariantOfBits(int bits) {
+  constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kBulkRows,
+                                   GatherPath::kRowOwners, GatherPath::kAuto};
+  GatherVariant variant;
+  variant.path = kPaths[(bits >> 5) & 3];
+  variant.unroll_level = bits & 3;
+  variant.interleaved = (bits & 4) != 0;
+  variant.streaming_stores = (bits & 8) == 0;
+  variant.table_evict_last = (bits & 16) != 0;
+  return variant;
+}
+
+GatherLaunchShape ShapeOf(const GatherTuning& t, int max_blocks, const GatherVariant& variant) {
+  GatherLaunchShape shape;
+  shape.num_sms = t.num_sms;
+  shape.max_threads_per_sm = t.max_threads_per_sm;
+  shape.cc_major = t.cc_major;
+  shape.smem_per_block_optin = t.smem_per_block_optin;
+  shape.max_blocks = max_blocks;
+  shape.variant = variant;
+  return shape;
+}
+
 // Every kernel variant (the benchmark's sweep) and grid shape gives the same answer: the default
 // cap, one resident wave, a cap of 3 blocks (so each block walks many tiles, the last one
-// partial), and no cap.
+// partial; for kRowOwners 3 id slices), and no cap (kRowOwners: a slice per id). The bulk paths
+// also get rows of several pieces (16400 and 32768 bytes) and the shapes they fall back from.
 class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
@@ -345,34 +372,34 @@ class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
 
 TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
   const int bits = GetParam();
-  GatherVariant variant;
-  variant.unroll_level = bits & 3;
-  variant.interleaved = (bits & 4) != 0;
-  variant.streaming_stores = (bits & 8) == 0;
-  variant.table_evict_last = (bits & 16) != 0;
+  const GatherVariant variant = VariantOfBits(bits);
+  struct Case {
+    DataType in;
+    DataType out;
+    int64_t dim;
+  };
+  std::vector<Case> cases = {Case{DataType::kFloat32, DataType::kFloat32, 768},    // 16 B units
+                             Case{DataType::kFloat16, DataType::kFloat16, 300},    // 8 B units
+                             Case{DataType::kBFloat16, DataType::kFloat32, 128},   // 8 B -> 16 B
+                             Case{DataType::kFloat32, DataType::kBFloat16, 4097},  // 1 element
+                             Case{DataType::kFloat32, DataType::kFloat16, 3}};
+  if (variant.path != GatherPath::kUnits) {
+    cases.push_back(Case{DataType::kFloat32, DataType::kFloat32, 300});     // 1200 B rows
+    cases.push_back(Case{DataType::kBFloat16, DataType::kBFloat16, 1000});  // 2000 B rows
+    cases.push_back(Case{DataType::kFloat32, DataType::kFloat32, 4096});    // one 16 KB piece
+    cases.push_back(Case{DataType::kFloat32, DataType::kFloat32, 4100});    // two pieces, unequal
+    cases.push_back(Case{DataType::kFloat16, DataType::kFloat16, 16384});   // two 16 KB pieces
+  }
   for (const int max_blocks : {0, -1, 3, 1 << 30}) {
     const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
-                                int64_t, int64_t dim, const int64_t* d_ids, int64_t num_ids,
-                                void* d_out, DataType out_type, cudaStream_t stream) {
-      GatherLaunchShape shape;
-      shape.num_sms = t.num_sms;
-      shape.max_threads_per_sm = t.max_threads_per_sm;
-      shape.max_blocks = max_blocks;
-      shape.variant = variant;
-      return CudaStatus(
-          EnqueueGather(shape, d_table, table_type, dim, d_ids, num_ids, d_out, out_type, stream),
-          "EnqueueGather");
+                                int64_t num_rows, int64_t dim, const int64_t* d_ids,
+                                int64_t num_ids, void* d_out, DataType out_type,
+                                cudaStream_t stream) {
+      return CudaStatus(EnqueueGather(ShapeOf(t, max_blocks, variant), d_table, table_type,
+                                      num_rows, dim, d_ids, num_ids, d_out, out_type, stream),
+                        "EnqueueGather");
     };
-    struct Case {
-      DataType in;
-      DataType out;
-      int64_t dim;
-    };
-    for (const Case& c : {Case{DataType::kFloat32, DataType::kFloat32, 768},    // 16 B units
-                          Case{DataType::kFloat16, DataType::kFloat16, 300},    // 8 B units
-                          Case{DataType::kBFloat16, DataType::kFloat32, 128},   // 8 B -> 16 B
-                          Case{DataType::kFloat32, DataType::kBFloat16, 4097},  // 1 element
-                          Case{DataType::kFloat32, DataType::kFloat16, 3}}) {
+    for (const Case& c : cases) {
       SCOPED_TRACE(absl::StrCat(DataTypeName(c.in), " -> ", DataTypeName(c.out), " dim ", c.dim,
                                 ", max_blocks ", max_blocks));
       const int64_t rows = 211;
@@ -384,19 +411,79 @@ TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
-                         ::testing::Values(0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18, 20,
-                                           21, 22, 24, 25, 26, 28, 29, 30));
+                         ::testing::Values(
+                             // kUnits
+                             0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18, 20, 21, 22, 24, 25,
+                             26, 28, 29, 30,
+                             // kBulkRows
+                             32, 33, 34, 40, 41, 42, 48, 49, 50, 56, 57, 58,
+                             // kRowOwners
+                             64, 65, 66, 72, 73, 74, 80, 81, 82, 88, 89, 90,
+                             // kAuto
+                             96 + 1 + 4 + 16, 96 + 0 + 8));
+
+// The paths the rule takes, and the fallbacks, on the device (kRowOwners and kBulkRows only on
+// sm_90 and later). Small tables whose rows repeat go by table row; this one's 16 KB rows repeat
+// about 30 times.
+TEST_F(GatherGpuTest, SmallTableManyIdsGoesByTableRow) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  const int64_t rows = 64;
+  const int64_t dim = 4096;
+  const std::vector<int64_t> ids = TestIds(rows, 2000, 40);
+  const GatherLaunchShape shape = ShapeOf(*tuning, 0, GatherVariant{});
+  const void* aligned = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  const GatherPath want = tuning->cc_major >= 9 ? GatherPath::kRowOwners : GatherPath::kUnits;
+  EXPECT_EQ(ResolveGatherPath(shape, aligned, DataType::kFloat32, rows, dim,
+                              static_cast<int64_t>(ids.size()), aligned, DataType::kFloat32),
+            want);
+  ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 41),
+                      DataType::kFloat32, rows, dim, ids, DataType::kFloat32);
+}
 
 TEST_F(GatherGpuTest, RejectsABadVariant) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
-  GatherLaunchShape shape;
-  shape.num_sms = tuning->num_sms;
-  shape.max_threads_per_sm = tuning->max_threads_per_sm;
+  GatherLaunchShape shape = ShapeOf(*tuning, 0, GatherVariant{});
   shape.variant.unroll_level = kGatherUnrollLevels;
-  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, nullptr, 1, nullptr,
+  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, 4, nullptr, 1, nullptr,
                           DataType::kFloat32, nullptr),
             cudaErrorInvalidValue);
+  shape.variant = GatherVariant{};
+  shape.variant.path = static_cast<GatherPath>(7);
+  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, 4, nullptr, 1, nullptr,
+                          DataType::kFloat32, nullptr),
+            cudaErrorInvalidValue);
+}
+
+// The rule of kAuto (gather_dispatch.cu, ChoosePath) on an sm_90 device's shape; needs no GPU.
+TEST(GatherPathRule, PicksByShape) {
+  GatherLaunchShape shape;
+  shape.num_sms = 132;
+  shape.max_threads_per_sm = 2048;
+  shape.cc_major = 9;
+  shape.smem_per_block_optin = 227 << 10;
+  const void* p = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  const void* odd = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
+  const auto path = [&](DataType in, int64_t rows, int64_t dim, int64_t ids, DataType out,
+                        const void* table = nullptr) {
+    return ResolveGatherPath(shape, table != nullptr ? table : p, in, rows, dim, ids, p, out);
+  };
+  constexpr DataType kF32 = DataType::kFloat32;
+  constexpr DataType kF16 = DataType::kFloat16;
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kRowOwners);
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kRowOwners);  // ids = 2 x rows
+  EXPECT_EQ(path(kF32, 16384, 4096, 16384, kF32), GatherPath::kUnits);     // ids = rows
+  EXPECT_EQ(path(kF32, 131072, 4096, 16384, kF32), GatherPath::kUnits);
+  EXPECT_EQ(path(kF32, 1024, 768, 16384, kF32), GatherPath::kUnits);        // 3 KB rows
+  EXPECT_EQ(path(kF16, 1024, 4096, 16384, kF16), GatherPath::kUnits);       // 8 KB rows
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF16), GatherPath::kUnits);       // a conversion
+  EXPECT_EQ(path(kF32, 1024, 4100, 16384, kF32), GatherPath::kRowOwners);   // 16400 B rows
+  EXPECT_EQ(path(kF32, 1024, 4097, 16384, kF32), GatherPath::kUnits);       // odd row bytes
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32, odd), GatherPath::kUnits);  // misaligned
+  EXPECT_EQ(path(kF32, 1024, 65536, 16384, kF32), GatherPath::kUnits);      // 256 KB rows: too long
+  shape.cc_major = 8;
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kUnits);
 }
 
 // These need no GPU.
