@@ -61,7 +61,10 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   }
   RETURN_IF_ERROR(store->Load(source));
   RETURN_IF_ERROR(store->MakeSlots(options.inflight_batches));
-  store->completer_ = std::thread([s = store.get()] { s->Complete(); });
+  // One completion thread per slot, so that the answers of batches in flight go out in parallel.
+  for (int i = 0; i < options.inflight_batches; ++i) {
+    store->completers_.emplace_back([s = store.get()] { s->Complete(); });
+  }
   return store;
 }
 
@@ -225,8 +228,8 @@ GpuStore::~GpuStore() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  if (completer_.joinable()) {
-    completer_.join();
+  for (std::thread& t : completers_) {
+    t.join();
   }
 }
 

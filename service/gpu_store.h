@@ -4,9 +4,9 @@
 // max_batch_ids ids, so the request path allocates nothing. LookUp takes a free slot (blocking
 // while all are busy: the batcher's back-pressure), copies the ids into pinned memory and
 // enqueues copy-in, gather and copy-out on the slot's stream (or, for a small batch, one gather
-// that reads and writes the mapped pinned buffers); a completion thread waits for each
-// batch in order and hands its pinned rows to `done`. With several slots the copies and gather
-// of one batch overlap the next. Thread-safe.
+// that reads and writes the mapped pinned buffers); completion threads, one per slot, wait for
+// the batches and hand their pinned rows to `done`, so several batches are answered at once. With
+// several slots the copies and gather of one batch overlap the next. Thread-safe.
 #ifndef EMB_SERVICE_GPU_STORE_H_
 #define EMB_SERVICE_GPU_STORE_H_
 
@@ -41,7 +41,7 @@ class GpuStore final : public EmbeddingStore {
   // does not fit; INTERNAL with the CUDA error's name for other CUDA failures.
   static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
                                                           const StoreOptions& options);
-  // Waits for the batches in flight, then stops the completion thread.
+  // Waits for the batches in flight, then stops the completion threads.
   ~GpuStore() override;
 
   const std::string& name() const override { return name_; }
@@ -95,7 +95,7 @@ class GpuStore final : public EmbeddingStore {
   std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
   std::deque<Slot*> in_flight_ ABSL_GUARDED_BY(mu_);  // in enqueue order
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread completer_;
+  std::vector<std::thread> completers_;
 };
 
 }  // namespace emb::service

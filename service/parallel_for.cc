@@ -51,7 +51,14 @@ void ParallelFor::Run(int n, const std::function<void(int)>& fn) {
     }
     return;
   }
-  absl::MutexLock run_lock(&run_mu_);
+  // One loop at a time uses the helpers; a loop that finds them busy runs on its caller alone
+  // rather than wait.
+  if (!run_mu_.TryLock()) {
+    for (int i = 0; i < n; ++i) {
+      fn(i);
+    }
+    return;
+  }
   absl::MutexLock lock(&mu_);
   fn_ = &fn;
   next_ = 0;
@@ -62,6 +69,7 @@ void ParallelFor::Run(int n, const std::function<void(int)>& fn) {
   fn_ = nullptr;
   end_ = 0;
   next_ = 0;
+  run_mu_.Unlock();
 }
 
 }  // namespace emb::service

@@ -1,7 +1,8 @@
 // ParallelFor: a fixed pool of threads that runs the iterations of one loop at a time alongside
 // the calling thread. The batcher uses it to answer a batch's callers in parallel: finishing a
 // gRPC call serializes and sends its answer on the calling thread, which one thread cannot do fast
-// enough for a large batch. Thread-safe; Run() calls from several threads take turns.
+// enough for a large batch. Thread-safe: while one Run() uses the helpers, another runs on its
+// own caller.
 #ifndef EMB_SERVICE_PARALLEL_FOR_H_
 #define EMB_SERVICE_PARALLEL_FOR_H_
 
@@ -34,7 +35,7 @@ class ParallelFor {
   // Claims and runs iterations of the current loop until none is left.
   void Work() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  absl::Mutex run_mu_;  // one loop at a time
+  absl::Mutex run_mu_;  // held by the Run() that has the helpers
   absl::Mutex mu_;
   const std::function<void(int)>* fn_ ABSL_GUARDED_BY(mu_) = nullptr;
   int next_ ABSL_GUARDED_BY(mu_) = 0;

@@ -212,9 +212,7 @@ class BatcherTest : public ::testing::Test {
     return "";
   }
 
-  static bool Untouched(const Call& call) {
-    return call.out.empty();
-  }
+  static bool Untouched(const Call& call) { return call.out.empty(); }
 
   Metrics metrics_;  // fresh per test
   TableMetrics table_metrics_{};
