@@ -114,7 +114,7 @@ EMB_HOST_DEVICE uint16_t FloatToHalf(float f) {
   if (abs >= 0x477ff000u) {  // >= 65520 rounds to infinity
     return static_cast<uint16_t>(sign | 0x7c00u);
   }
-  if (abs < 0x38800000u) {  // below the smallest normal half, 2^-14: subnormal or zero
+  if (abs < 0x38800000u) {    // below the smallest normal half, 2^-14: subnormal or zero
     if (abs < 0x33000000u) {  // <= 2^-25 rounds to zero (2^-25 itself ties to even zero)
       return sign;
     }
