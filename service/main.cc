@@ -21,11 +21,11 @@
 #include "service/log.h"
 #include "service/server.h"
 
-ABSL_FLAG(std::vector<std::string>, table, {},
-          "NAME=PATH[#TENSOR] of a table to serve; repeat the flag (or separate with commas) for "
-          "several. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
-          ".safetensors (float32, float16, bfloat16; #TENSOR picks one tensor). The first is the "
-          "default table unless --default_table says otherwise. None: a demo table.");
+ABSL_FLAG(std::string, table, "",
+          "NAME=PATH[#TENSOR] of a table to serve; repeat the flag for several tables. Formats: "
+          ".npy (2-D, C order, little-endian float32 or float16) and .safetensors (float32, "
+          "float16, bfloat16; #TENSOR picks one tensor). The first is the default table unless "
+          "--default_table says otherwise. None: a demo table.");
 ABSL_FLAG(std::string, default_table, "",
           "Name of the table that an empty LookUpRequest.table "
           "selects; empty: the first --table.");
@@ -71,9 +71,29 @@ bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
          *rows > 0 && *dim > 0;
 }
 
-absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags() {
+// Every value of a flag given several times (Abseil keeps only the last): --NAME=V or --NAME V.
+std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& name) {
+  std::vector<std::string> values;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") {
+      break;
+    }
+    for (const std::string& dashes : {"--", "-"}) {
+      if (arg == dashes + name && i + 1 < argc) {
+        values.push_back(argv[++i]);
+      } else if (arg.rfind(dashes + name + "=", 0) == 0) {
+        values.push_back(arg.substr(dashes.size() + name.size() + 1));
+      }
+    }
+  }
+  return values;
+}
+
+absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
+    const std::vector<std::string>& table_flags) {
   emb::service::ServerConfig c;
-  for (const std::string& flag : absl::GetFlag(FLAGS_table)) {
+  for (const std::string& flag : table_flags) {
     absl::StatusOr<emb::service::TableSpec> spec = emb::service::ParseTableSpec(flag);
     if (!spec.ok()) {
       return spec.status();
@@ -117,6 +137,7 @@ int main(int argc, char** argv) {
   usage.contains_helpshort_flags = usage.contains_help_flags;
   absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
+  const std::vector<std::string> table_flags = RepeatedFlag(argc, argv, "table");
 
   // Block the stop signals in every thread; one thread waits for them below.
   sigset_t stop_signals;
@@ -125,7 +146,7 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
 
-  absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags();
+  absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags(table_flags);
   if (!config.ok()) {
     LogError("stopping: ", config.status().message());
     return 2;
