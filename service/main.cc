@@ -79,7 +79,7 @@ std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& 
     if (arg == "--") {
       break;
     }
-    for (const std::string& dashes : {"--", "-"}) {
+    for (const std::string dashes : {"--", "-"}) {
       if (arg == dashes + name && i + 1 < argc) {
         values.push_back(argv[++i]);
       } else if (arg.rfind(dashes + name + "=", 0) == 0) {
