@@ -4,7 +4,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "service/grpc_status.h"
+#include "service/lookup_answer.h"
 
 namespace emb::service {
 namespace {
@@ -12,7 +14,6 @@ namespace {
 using embedding::v1::ListTablesRequest;
 using embedding::v1::ListTablesResponse;
 using embedding::v1::LookUpRequest;
-using embedding::v1::LookUpResponse;
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -125,40 +126,60 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
 }
 
 grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerContext* ctx,
-                                                       const LookUpRequest* request,
-                                                       LookUpResponse* response) {
-  absl::StatusOr<ServedTable*> table = FindTable(request->table());
+                                                       const grpc::ByteBuffer* request_bytes,
+                                                       grpc::ByteBuffer* response_bytes) {
+  // One call's state, alive until its status is sent: the parsed request (the batcher reads its
+  // ids) and the string the batcher writes the rows into.
+  struct Call {
+    LookUpRequest request;
+    std::vector<int64_t> shape;
+    DataType out_type;
+    std::string rows;
+  };
+  auto call = std::make_unique<Call>();
+  grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer
+  grpc::ProtoBufferReader reader(&copy);
+  if (!call->request.ParseFromZeroCopyStream(&reader)) {
+    return FinishNow(ctx, absl::InvalidArgumentError("the request is not a LookUpRequest"));
+  }
+  const LookUpRequest& request = call->request;
+  absl::StatusOr<ServedTable*> table = FindTable(request.table());
   if (!table.ok()) {
     return FinishNow(ctx, table.status());
   }
-  DataType out_type;
-  if (absl::Status s = Validate(*request, **table, &out_type); !s.ok()) {
+  if (absl::Status s = Validate(request, **table, &call->out_type); !s.ok()) {
     return FinishNow(ctx, s);
   }
   const EmbeddingStore& store = *(*table)->store;
-  if (request->shape_size() > 0) {
-    *response->mutable_shape() = request->shape();
+  if (request.shape_size() > 0) {
+    call->shape.assign(request.shape().begin(), request.shape().end());
   } else {
-    response->add_shape(request->ids_size());
+    call->shape.push_back(request.ids_size());
   }
-  response->add_shape(store.dim());
-  response->set_dtype(static_cast<embedding::v1::DataType>(out_type));
-  if (request->ids_size() == 0) {
+  call->shape.push_back(store.dim());
+  if (request.ids_size() == 0) {
+    *response_bytes = SerializeLookUpAnswer({}, call->shape, call->out_type);
     return FinishNow(ctx, absl::OkStatus());
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const int num_ids = request.ids_size();  // `call` goes with the request into the batcher
   Batcher::Request r;
-  r.ids = absl::MakeConstSpan(request->ids().data(), request->ids_size());
-  r.out_type = out_type;
-  r.out = response->mutable_embeddings();
+  r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
+  r.out_type = call->out_type;
+  r.out = &call->rows;
   r.deadline = absl::FromChrono(ctx->deadline());
   r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
-  r.done = [reactor](const absl::Status& s) { reactor->Finish(ToGrpcStatus(s)); };
+  r.done = [reactor, response_bytes, call = std::move(call)](const absl::Status& s) {
+    if (s.ok()) {
+      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type);
+    }
+    reactor->Finish(ToGrpcStatus(s));
+  };
   if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
     metrics_->RejectIds(
         store.name(),
         s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
-        request->ids_size());
+        num_ids);
     reactor->Finish(ToGrpcStatus(s));
   }
   return reactor;

@@ -1,5 +1,7 @@
 // EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
 // hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks.
+// LookUp is a raw method: it parses the request itself and sends the answer rows from the
+// batch's own buffer (service/lookup_answer.h) instead of through protobuf serialization.
 // Thread-safe.
 #ifndef EMB_SERVICE_EMBEDDING_SERVICE_H_
 #define EMB_SERVICE_EMBEDDING_SERVICE_H_
@@ -30,7 +32,12 @@ struct ServedTable {
   std::unique_ptr<Batcher> batcher;
 };
 
-class EmbeddingServiceImpl final : public embedding::v1::EmbeddingService::CallbackService {
+// ListTables through protobuf messages, LookUp on raw bytes.
+using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod_ListTables<
+    embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUp<
+        embedding::v1::EmbeddingService::Service>>;
+
+class EmbeddingServiceImpl final : public EmbeddingServiceBase {
  public:
   EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics);
 
@@ -38,8 +45,8 @@ class EmbeddingServiceImpl final : public embedding::v1::EmbeddingService::Callb
   void SetTables(std::vector<ServedTable>* tables);
 
   grpc::ServerUnaryReactor* LookUp(grpc::CallbackServerContext* ctx,
-                                   const embedding::v1::LookUpRequest* request,
-                                   embedding::v1::LookUpResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTables(grpc::CallbackServerContext* ctx,
                                        const embedding::v1::ListTablesRequest* request,
                                        embedding::v1::ListTablesResponse* response) override;
