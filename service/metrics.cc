@@ -248,13 +248,15 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
         active_(active),
         start_(std::chrono::steady_clock::now()) {}
 
+  // gRPC destroys the interceptor with the call, once its status has been sent.
+  ~CallMetricsInterceptor() override { active_->fetch_sub(1, std::memory_order_relaxed); }
+
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             grpc::experimental::InterceptionHookPoints::PRE_SEND_STATUS)) {
       const double seconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
       metrics_->RecordHandled(*method_, methods->GetSendStatus().error_code(), seconds);
-      active_->fetch_sub(1, std::memory_order_relaxed);
     }
     methods->Proceed();
   }

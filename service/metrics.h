@@ -66,8 +66,8 @@ class Metrics {
   // for every call the server handles. Give it to ServerBuilder; `this` must outlive the server.
   std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> InterceptorFactory();
 
-  // Calls accepted by gRPC whose status is not yet sent, over every service (kept by the
-  // interceptor). Shutdown waits for it to reach 0.
+  // Calls accepted by gRPC and not yet done (status sent, call torn down), over every service
+  // (kept by the interceptor). Shutdown waits for it to reach 0.
   int64_t active_calls() const { return active_calls_.load(); }
 
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).

@@ -1,5 +1,6 @@
 #include "service/server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <thread>
@@ -192,6 +193,12 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     // nothing left to wait for, so cut the connections then.
     std::thread closer([this, deadline] {
       while (metrics_->active_calls() > 0 && absl::Now() < deadline && !shutdown_done_.load()) {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+      // A grace period for the last answers to leave the socket buffers and for clients to close
+      // on their own after the GOAWAY.
+      const absl::Time grace_end = std::min(deadline, absl::Now() + absl::Milliseconds(200));
+      while (absl::Now() < grace_end && !shutdown_done_.load()) {
         absl::SleepFor(absl::Milliseconds(5));
       }
       if (!shutdown_done_.load()) {
