@@ -1,5 +1,6 @@
 #include "service/batcher.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -14,6 +15,12 @@ class RealClock final : public Clock {
  public:
   absl::Time Now() override { return absl::Now(); }
 };
+
+// The options, with batches no larger than the store's buffers were sized for.
+BatcherOptions FitToStore(BatcherOptions options, const EmbeddingStore& store) {
+  options.max_batch_ids = std::min(options.max_batch_ids, store.max_batch_ids());
+  return options;
+}
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -35,7 +42,7 @@ struct Batcher::Batch {
 
 Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics, Clock* clock)
     : store_(store),
-      options_(options),
+      options_(FitToStore(options, *store)),
       metrics_(metrics),
       clock_(clock),
       dim_(static_cast<size_t>(store->dim())),

@@ -57,7 +57,8 @@ class Batcher {
     absl::AnyInvocable<void(const absl::Status&)> done;
   };
 
-  // `store`, `metrics` and `clock` must outlive the batcher. Starts the worker thread.
+  // `store`, `metrics` and `clock` must outlive the batcher. Starts the worker thread. Batches
+  // hold at most min(options.max_batch_ids, store->max_batch_ids()) ids.
   Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics,
           Clock* clock = Clock::Real());
   // Calls Shutdown().
