@@ -46,6 +46,7 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       metrics_(metrics),
       clock_(clock),
       dim_(static_cast<size_t>(store->dim())),
+      start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
       answerers_(options.answer_threads),
       worker_([this] { Run(); }) {}
 
@@ -57,18 +58,29 @@ absl::Status Batcher::Submit(Request request) {
     return absl::InvalidArgumentError(
         absl::StrCat(n, " ids exceed the batch limit of ", options_.max_batch_ids));
   }
-  absl::MutexLock lock(&mu_);
-  if (stopping_) {
-    return absl::UnavailableError("the server is shutting down");
+  std::vector<Entry> start_now;  // the batch this thread starts itself, if any
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the server is shutting down");
+    }
+    if (queued_ids_ + n > options_.max_queue_ids) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("table '", store_->name(), "' queue is full: ", queued_ids_,
+                       " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
+    }
+    if (!start_when_idle_ || !queue_.empty() || inflight_ > 0) {
+      queued_ids_ += n;
+      metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
+      queue_.push_back(Entry{std::move(request), clock_->Now()});
+      return absl::OkStatus();
+    }
+    // Nothing to coalesce with: start the batch here (the store only enqueues it).
+    ++inflight_;
+    metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+    start_now.push_back(Entry{std::move(request), clock_->Now()});
   }
-  if (queued_ids_ + n > options_.max_queue_ids) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("table '", store_->name(), "' queue is full: ", queued_ids_,
-                     " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
-  }
-  queued_ids_ += n;
-  metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
-  queue_.push_back(Entry{std::move(request), clock_->Now()});
+  Dispatch(std::move(start_now));
   return absl::OkStatus();
 }
 

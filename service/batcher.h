@@ -3,7 +3,9 @@
 // Requests join a bounded FIFO queue. A worker thread forms a batch from the oldest request and
 // the ones behind it with the same answer type, up to max_batch_ids ids, waiting at most
 // max_queue_delay after the oldest arrived (0: take what is queued now; requests that arrive while
-// a batch runs join the next). Requests whose deadline passed or that were cancelled are dropped
+// a batch runs join the next). With max_queue_delay 0 and an asynchronous store, a request that
+// finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
+// thread: that only enqueues the gather, and saves waking the worker (tens of microseconds). Requests whose deadline passed or that were cancelled are dropped
 // when their batch forms. Each batch's ids are concatenated into one int64 tensor and handed to
 // the store; its rows are split back to the callers. Thread-safe.
 #ifndef EMB_SERVICE_BATCHER_H_
@@ -66,7 +68,8 @@ class Batcher {
   Batcher(const Batcher&) = delete;
   Batcher& operator=(const Batcher&) = delete;
 
-  // Queues `request`. On OK its `done` runs exactly once, later, on a batcher or store thread.
+  // Queues `request`. On OK its `done` runs exactly once, on a batcher or store thread (or, for a
+  // request dropped as it starts on the submitting thread, before Submit returns).
   // Otherwise `done` is not called: RESOURCE_EXHAUSTED when the queue holds max_queue_ids ids
   // already, INVALID_ARGUMENT for more than max_batch_ids ids, UNAVAILABLE after Shutdown().
   absl::Status Submit(Request request);
@@ -95,6 +98,8 @@ class Batcher {
   const TableMetrics metrics_;
   Clock* const clock_;
   const size_t dim_;
+  // Whether a request that finds the batcher idle starts its batch on the submitting thread.
+  const bool start_when_idle_;
   ParallelFor answerers_;
 
   mutable absl::Mutex mu_;

@@ -1,8 +1,9 @@
 // EmbeddingStore: one table resident on one device, and the gather over it.
 //
 // The service reaches every backend through this interface: CpuStore (always built) and GpuStore
-// (where CUDA is found) implement it. Thread-safe; called from batcher threads, never from gRPC
-// reactors, and may block while the device is busy (that is the batcher's back-pressure).
+// (where CUDA is found) implement it. Thread-safe. LookUp may block while the device is busy
+// (that is the batcher's back-pressure); it is called from batcher threads and, for an
+// asynchronous store whose batcher is idle, from the gRPC thread that brought the request.
 #ifndef EMB_SERVICE_EMBEDDING_STORE_H_
 #define EMB_SERVICE_EMBEDDING_STORE_H_
 
@@ -45,6 +46,10 @@ class EmbeddingStore {
   }
   // The most ids one LookUp may carry (the size the store's buffers were made for).
   virtual int64_t max_batch_ids() const = 0;
+  // True where LookUp only enqueues the gather and `done` runs later on a store thread (GpuStore),
+  // so that calling LookUp never waits for a gather; false where LookUp does the gather before it
+  // returns (CpuStore).
+  virtual bool asynchronous() const { return false; }
 
   // Gathers rows ids[i], converted to `out_type`. Ids were checked by the caller (all in
   // [0, rows())) and number at most max_batch_ids(); `ids` must stay valid until `done` runs.

@@ -1,6 +1,7 @@
 #include "service/gpu_store.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <utility>
 
@@ -178,6 +179,7 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done don
   slot->done = std::move(done);
   absl::MutexLock lock(&mu_);
   in_flight_.push_back(slot);
+  in_flight_size_.store(in_flight_.size(), std::memory_order_release);
 }
 
 void GpuStore::Release(Slot* slot) {
@@ -188,18 +190,9 @@ void GpuStore::Release(Slot* slot) {
 void GpuStore::Complete() {
   (void)cudaSetDevice(device_);
   for (;;) {
-    Slot* slot;
-    {
-      absl::MutexLock lock(&mu_);
-      mu_.Await(absl::Condition(
-          +[](GpuStore* s)
-               ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->stopping_ || !s->in_flight_.empty(); },
-          this));
-      if (in_flight_.empty()) {
-        return;
-      }
-      slot = in_flight_.front();
-      in_flight_.pop_front();
+    Slot* slot = NextInFlight();
+    if (slot == nullptr) {
+      return;
     }
     absl::Status s = Check(cudaEventSynchronize(slot->copied_out.get()), "batch");
     StageTimes times;
@@ -220,7 +213,44 @@ void GpuStore::Complete() {
                 : absl::Span<const std::byte>(),
          times);
     Release(slot);
+    PollForWork();
   }
+}
+
+GpuStore::Slot* GpuStore::NextInFlight() {
+  absl::MutexLock lock(&mu_);
+  // While a thread polls, the batch is its to take: waking a sleeper for it is what polling
+  // saves. The poller stops polling before it takes the batch here, so that this unlock wakes a
+  // sleeper for any batch behind it.
+  mu_.Await(absl::Condition(
+      +[](GpuStore* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return s->stopping_ ||
+               (!s->in_flight_.empty() && !s->polling_.load(std::memory_order_acquire));
+      },
+      this));
+  if (in_flight_.empty()) {
+    return nullptr;
+  }
+  Slot* slot = in_flight_.front();
+  in_flight_.pop_front();
+  in_flight_size_.store(in_flight_.size(), std::memory_order_release);
+  return slot;
+}
+
+void GpuStore::PollForWork() {
+  if (options_.completion_poll <= absl::ZeroDuration() ||
+      polling_.exchange(true, std::memory_order_acquire)) {
+    return;
+  }
+  const auto until = std::chrono::steady_clock::now() +
+                     absl::ToChronoNanoseconds(options_.completion_poll);
+  while (in_flight_size_.load(std::memory_order_acquire) == 0 &&
+         std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+  polling_.store(false, std::memory_order_release);
 }
 
 GpuStore::~GpuStore() {

@@ -151,6 +151,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   StoreOptions options;
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.inflight_batches = config.inflight_batches;
+  options.completion_poll = config.completion_poll;
   options.on_device_lost = [](const std::string& why) {
     DieOnDeviceLoss(g_server_for_device_loss, why);
   };

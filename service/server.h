@@ -33,6 +33,7 @@ struct ServerConfig {
   BatcherOptions batcher;
   ServiceLimits limits;
   int inflight_batches = 4;  // GPU: batches in flight per table
+  absl::Duration completion_poll = absl::Microseconds(500);  // GPU, see StoreOptions
 };
 
 class EmbeddingServer {

@@ -131,6 +131,69 @@ class FailingStore final : public EmbeddingStore {
   EmbeddingStore* const inner_;
 };
 
+// Wraps a store and records the thread of each LookUp. Asynchronous, it keeps each LookUp
+// pending (as a GPU store's enqueued batch) until Finish() gathers it, on the caller of Finish();
+// synchronous, it gathers at once.
+class ThreadRecordingStore final : public EmbeddingStore {
+ public:
+  ThreadRecordingStore(EmbeddingStore* inner, bool asynchronous)
+      : inner_(inner), asynchronous_(asynchronous) {}
+
+  const std::string& name() const override { return inner_->name(); }
+  int64_t rows() const override { return inner_->rows(); }
+  int64_t dim() const override { return inner_->dim(); }
+  DataType dtype() const override { return inner_->dtype(); }
+  const std::string& device() const override { return inner_->device(); }
+  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+  bool asynchronous() const override { return asynchronous_; }
+
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
+    if (!asynchronous_) {
+      Record(std::this_thread::get_id());
+      inner_->LookUp(ids, out_type, std::move(done));
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    threads_.push_back(std::this_thread::get_id());
+    pending_.push_back(Pending{ids, out_type, std::move(done)});
+  }
+
+  // Waits until `n` LookUps have come, then gathers the pending ones.
+  void Finish(size_t n) {
+    std::vector<Pending> batches;
+    {
+      absl::MutexLock lock(&mu_);
+      auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_.size() >= n; };
+      mu_.Await(absl::Condition(&reached));
+      batches.swap(pending_);
+    }
+    for (Pending& p : batches) {
+      inner_->LookUp(p.ids, p.out_type, std::move(p.done));
+    }
+  }
+  std::vector<std::thread::id> threads() const {
+    absl::MutexLock lock(&mu_);
+    return threads_;
+  }
+
+ private:
+  struct Pending {
+    absl::Span<const int64_t> ids;
+    DataType out_type;
+    Done done;
+  };
+  void Record(std::thread::id id) {
+    absl::MutexLock lock(&mu_);
+    threads_.push_back(id);
+  }
+
+  EmbeddingStore* const inner_;
+  const bool asynchronous_;
+  mutable absl::Mutex mu_;
+  std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
+  std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+};
+
 // One caller: its ids, its answer buffer and what `done` reported.
 struct Call {
   Call(std::vector<int64_t> ids_in, DataType type) : ids(std::move(ids_in)), out_type(type) {}
@@ -290,6 +353,87 @@ TEST_F(BatcherTest, ManyThreadsEachGetTheirOwnRows) {
   EXPECT_LT(calls.size(), static_cast<size_t>(total_requests.load()));
   EXPECT_EQ(table_metrics_.ids->Value(), static_cast<double>(total_ids.load()));
   EXPECT_EQ(batcher.queued_ids_for_test(), 0);
+}
+
+// --- Where batches start ------------------------------------------------------------------------
+
+TEST_F(BatcherTest, IdleBatcherStartsAnAsynchronousBatchOnTheSubmittingThread) {
+  ThreadRecordingStore async(store_.get(), /*asynchronous=*/true);
+  Batcher batcher(&async, BatcherOptions{}, table_metrics_, &clock_);
+  Call a(Iota(3, 9), DataType::kFloat16);
+  ASSERT_THAT(batcher.Submit(a.Request()), IsOk());
+  // Submit returned with the batch enqueued on the store, not yet answered.
+  EXPECT_THAT(async.threads(), ElementsAre(std::this_thread::get_id()));
+  EXPECT_FALSE(a.done.HasBeenNotified());
+  async.Finish(1);
+  ASSERT_TRUE(a.done.HasBeenNotified());
+  EXPECT_EQ(CheckRows(a), "");
+  EXPECT_EQ(table_metrics_.ids->Value(), 9.0);
+
+  // Idle again: the next request starts on this thread too.
+  Call b(Iota(5, 4), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(b.Request()), IsOk());
+  async.Finish(2);
+  EXPECT_EQ(CheckRows(b), "");
+  EXPECT_THAT(async.threads(), ElementsAre(std::this_thread::get_id(), std::this_thread::get_id()));
+}
+
+TEST_F(BatcherTest, RequestsBehindABatchInFlightGoToTheWorker) {
+  ThreadRecordingStore async(store_.get(), /*asynchronous=*/true);
+  Batcher batcher(&async, BatcherOptions{}, table_metrics_, &clock_);
+  Call first(Iota(0, 2), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(first.Request()), IsOk());  // in flight until Finish
+
+  std::vector<std::unique_ptr<Call>> behind;
+  int64_t ids = 0;
+  for (int64_t n : {3, 1, 6, 2}) {
+    behind.push_back(std::make_unique<Call>(Iota(n * 13, n), DataType::kFloat32));
+    ASSERT_THAT(batcher.Submit(behind.back()->Request()), IsOk());
+    ids += n;
+  }
+  // The worker batches the queued requests as it finds them: all of their ids, in one to four
+  // batches, each started on the worker's thread.
+  std::vector<std::thread::id> threads;
+  size_t calls = 2;
+  for (;; ++calls) {
+    async.Finish(calls);
+    threads = async.threads();
+    if (table_metrics_.ids->Value() == static_cast<double>(2 + ids)) {
+      break;
+    }
+  }
+  ASSERT_GE(threads.size(), 2u);
+  EXPECT_EQ(threads[0], std::this_thread::get_id());
+  for (size_t i = 1; i < threads.size(); ++i) {
+    EXPECT_NE(threads[i], std::this_thread::get_id()) << "batch " << i;
+  }
+  batcher.Shutdown();
+  EXPECT_EQ(CheckRows(first), "");
+  for (const auto& call : behind) {
+    EXPECT_EQ(CheckRows(*call), "") << call->ids.size() << " ids";
+  }
+}
+
+TEST_F(BatcherTest, BatchesStartOnTheWorkerWithAQueueDelayOrASynchronousStore) {
+  ThreadRecordingStore async(store_.get(), /*asynchronous=*/true);
+  ThreadRecordingStore sync(store_.get(), /*asynchronous=*/false);
+  BatcherOptions delayed;
+  delayed.max_queue_delay = absl::Microseconds(50);
+  Batcher async_delayed(&async, delayed, table_metrics_);  // real clock: the delay must pass
+  Batcher sync_batcher(&sync, BatcherOptions{}, table_metrics_, &clock_);
+  Call a(Iota(1, 5), DataType::kFloat32);
+  Call b(Iota(2, 5), DataType::kBFloat16);
+  ASSERT_THAT(async_delayed.Submit(a.Request()), IsOk());
+  ASSERT_THAT(sync_batcher.Submit(b.Request()), IsOk());
+  async.Finish(1);
+  ASSERT_TRUE(a.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  ASSERT_TRUE(b.done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(CheckRows(a), "");
+  EXPECT_EQ(CheckRows(b), "");
+  ASSERT_EQ(async.threads().size(), 1u);
+  EXPECT_NE(async.threads()[0], std::this_thread::get_id());
+  ASSERT_EQ(sync.threads().size(), 1u);
+  EXPECT_NE(sync.threads()[0], std::this_thread::get_id());
 }
 
 // --- Batch forming ------------------------------------------------------------------------------
