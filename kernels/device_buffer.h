@@ -1,5 +1,5 @@
 // Move-only owners of CUDA memory: DeviceBuffer<T> (cudaMalloc) and
-// PinnedBuffer<T> (cudaHostAlloc).
+// PinnedBuffer<T> (cudaHostAlloc), one template over where the memory lives.
 //
 // The factories are the only places that allocate; code that merely uses the
 // memory takes the raw pointer (d_ for device memory, h_ for pinned host
@@ -22,34 +22,50 @@
 
 namespace emb::kernels {
 
-// Owns `count` elements of T in device memory of the device current at
-// Allocate().
-template <typename T>
-class DeviceBuffer {
-  static_assert(std::is_trivially_copyable_v<T>, "device memory holds trivially copyable types");
+// Where a CudaBuffer's memory lives: how it is allocated and freed.
+struct DeviceMemory {
+  static constexpr const char* kAllocator = "cudaMalloc";
+  static cudaError_t Allocate(void** p, size_t bytes) { return cudaMalloc(p, bytes); }
+  static void Free(void* p) { (void)cudaFree(p); }  // a destructor can't report
+};
+struct PinnedMemory {
+  static constexpr const char* kAllocator = "cudaHostAlloc";
+  // `flags`: cudaHostAllocDefault, cudaHostAllocMapped, ...
+  static cudaError_t Allocate(void** p, size_t bytes, unsigned int flags = cudaHostAllocDefault) {
+    return cudaHostAlloc(p, bytes, flags);
+  }
+  static void Free(void* p) { (void)cudaFreeHost(p); }
+};
+
+// Owns `count` elements of T in the memory `Memory` names: see DeviceBuffer and PinnedBuffer.
+template <typename T, typename Memory>
+class CudaBuffer {
+  static_assert(std::is_trivially_copyable_v<T>, "CUDA buffers hold trivially copyable types");
 
  public:
-  DeviceBuffer() = default;  // empty: data() == nullptr, size() == 0
-  DeviceBuffer(DeviceBuffer&&) noexcept = default;
-  DeviceBuffer& operator=(DeviceBuffer&&) noexcept = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  CudaBuffer() = default;  // empty: data() == nullptr, size() == 0
+  CudaBuffer(CudaBuffer&&) noexcept = default;
+  CudaBuffer& operator=(CudaBuffer&&) noexcept = default;
+  CudaBuffer(const CudaBuffer&) = delete;
+  CudaBuffer& operator=(const CudaBuffer&) = delete;
 
-  // cudaMalloc of count * sizeof(T) bytes, uninitialized. count == 0 gives an
-  // empty buffer. INVALID_ARGUMENT if the byte size overflows; INTERNAL (see
-  // CudaStatus) if cudaMalloc fails, e.g. cudaErrorMemoryAllocation, which is
-  // not sticky.
-  static absl::StatusOr<DeviceBuffer> Allocate(size_t count) {
-    DeviceBuffer buffer;
+  // Allocates count * sizeof(T) bytes, uninitialized, passing `options` on to the allocator
+  // (PinnedMemory takes cudaHostAlloc's flags). count == 0 gives an empty buffer.
+  // INVALID_ARGUMENT if the byte size overflows; INTERNAL (see CudaStatus) if the allocation
+  // fails, e.g. cudaErrorMemoryAllocation, which is not sticky.
+  template <typename... Options>
+  static absl::StatusOr<CudaBuffer> Allocate(size_t count, Options... options) {
+    CudaBuffer buffer;
     if (count == 0) {
       return buffer;
     }
     if (count > std::numeric_limits<size_t>::max() / sizeof(T)) {
-      return absl::InvalidArgumentError(absl::StrCat("DeviceBuffer of ", count, " elements"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(Memory::kAllocator, " of ", count, " elements overflows"));
     }
     void* p = nullptr;
-    EMB_CUDA_RETURN_IF_ERROR(cudaMalloc(&p, count * sizeof(T)),
-                             absl::StrCat("cudaMalloc(", count * sizeof(T), " bytes)"));
+    EMB_CUDA_RETURN_IF_ERROR(Memory::Allocate(&p, count * sizeof(T), options...),
+                             absl::StrCat(Memory::kAllocator, "(", count * sizeof(T), " bytes)"));
     buffer.ptr_.reset(static_cast<T*>(p));
     buffer.size_ = count;
     return buffer;
@@ -61,56 +77,20 @@ class DeviceBuffer {
 
  private:
   struct Free {
-    void operator()(T* p) const noexcept { (void)cudaFree(p); }  // a destructor can't report
+    void operator()(T* p) const noexcept { Memory::Free(p); }
   };
   std::unique_ptr<T, Free> ptr_;
   size_t size_ = 0;
 };
 
-// Owns `count` elements of T in page-locked host memory (cudaHostAlloc), which
-// copies on a stream can read and write asynchronously.
+// `count` elements of T in device memory of the device current at Allocate() (cudaMalloc).
 template <typename T>
-class PinnedBuffer {
-  static_assert(std::is_trivially_copyable_v<T>, "pinned memory holds trivially copyable types");
+using DeviceBuffer = CudaBuffer<T, DeviceMemory>;
 
- public:
-  PinnedBuffer() = default;  // empty: data() == nullptr, size() == 0
-  PinnedBuffer(PinnedBuffer&&) noexcept = default;
-  PinnedBuffer& operator=(PinnedBuffer&&) noexcept = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-
-  // cudaHostAlloc of count * sizeof(T) bytes with `flags`
-  // (cudaHostAllocDefault, ...), uninitialized. count == 0 gives an empty
-  // buffer. Errors as DeviceBuffer::Allocate.
-  static absl::StatusOr<PinnedBuffer> Allocate(size_t count,
-                                               unsigned int flags = cudaHostAllocDefault) {
-    PinnedBuffer buffer;
-    if (count == 0) {
-      return buffer;
-    }
-    if (count > std::numeric_limits<size_t>::max() / sizeof(T)) {
-      return absl::InvalidArgumentError(absl::StrCat("PinnedBuffer of ", count, " elements"));
-    }
-    void* p = nullptr;
-    EMB_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&p, count * sizeof(T), flags),
-                             absl::StrCat("cudaHostAlloc(", count * sizeof(T), " bytes)"));
-    buffer.ptr_.reset(static_cast<T*>(p));
-    buffer.size_ = count;
-    return buffer;
-  }
-
-  T* data() const { return ptr_.get(); }
-  size_t size() const { return size_; }  // in elements
-  size_t size_bytes() const { return size_ * sizeof(T); }
-
- private:
-  struct Free {
-    void operator()(T* p) const noexcept { (void)cudaFreeHost(p); }
-  };
-  std::unique_ptr<T, Free> ptr_;
-  size_t size_ = 0;
-};
+// `count` elements of T in page-locked host memory (cudaHostAlloc), which copies on a stream can
+// read and write asynchronously; Allocate(count, flags) takes cudaHostAlloc's flags.
+template <typename T>
+using PinnedBuffer = CudaBuffer<T, PinnedMemory>;
 
 }  // namespace emb::kernels
 

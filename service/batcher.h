@@ -5,9 +5,10 @@
 // max_queue_delay after the oldest arrived (0: take what is queued now; requests that arrive while
 // a batch runs join the next). With max_queue_delay 0 and an asynchronous store, a request that
 // finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
-// thread: that only enqueues the gather, and saves waking the worker (tens of microseconds). Requests whose deadline passed or that were cancelled are dropped
-// when their batch forms. Each batch's ids are concatenated into one int64 tensor and handed to
-// the store; its rows are split back to the callers. Thread-safe.
+// thread: that only enqueues the gather, and saves waking the worker (tens of microseconds).
+// Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
+// batch's ids are concatenated into one int64 tensor and handed to the store; its rows are split
+// back to the callers. Thread-safe.
 #ifndef EMB_SERVICE_BATCHER_H_
 #define EMB_SERVICE_BATCHER_H_
 

@@ -242,8 +242,8 @@ void GpuStore::PollForWork() {
       polling_.exchange(true, std::memory_order_acquire)) {
     return;
   }
-  const auto until = std::chrono::steady_clock::now() +
-                     absl::ToChronoNanoseconds(options_.completion_poll);
+  const auto until =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.completion_poll);
   while (in_flight_size_.load(std::memory_order_acquire) == 0 &&
          std::chrono::steady_clock::now() < until) {
 #if defined(__x86_64__)

@@ -102,7 +102,7 @@ class GpuStore final : public EmbeddingStore {
   absl::Mutex mu_;
   std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
   std::deque<Slot*> in_flight_ ABSL_GUARDED_BY(mu_);  // in enqueue order
-  std::atomic<size_t> in_flight_size_{0};               // in_flight_.size(), read without mu_
+  std::atomic<size_t> in_flight_size_{0};             // in_flight_.size(), read without mu_
   std::atomic<bool> polling_{false};
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> completers_;

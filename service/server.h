@@ -32,7 +32,7 @@ struct ServerConfig {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   BatcherOptions batcher;
   ServiceLimits limits;
-  int inflight_batches = 4;  // GPU: batches in flight per table
+  int inflight_batches = 4;                                  // GPU: batches in flight per table
   absl::Duration completion_poll = absl::Microseconds(500);  // GPU, see StoreOptions
 };
 

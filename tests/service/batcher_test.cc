@@ -163,7 +163,8 @@ class ThreadRecordingStore final : public EmbeddingStore {
     std::vector<Pending> batches;
     {
       absl::MutexLock lock(&mu_);
-      auto reached = [this, n]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_.size() >= n; };
+      auto reached = [this, n]()
+                         ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return threads_.size() >= n; };
       mu_.Await(absl::Condition(&reached));
       batches.swap(pending_);
     }
