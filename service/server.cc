@@ -10,7 +10,6 @@
 #include "absl/strings/str_format.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/log.h"
@@ -101,12 +100,13 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   server->metrics_ = std::make_unique<Metrics>();
   server->service_ = std::make_unique<EmbeddingServiceImpl>(config.limits, server->metrics_.get());
 
-  grpc::EnableDefaultHealthCheckService(true);
+  server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(),
                            &server->grpc_port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());  // NOT_SERVING until the tables are loaded
   const int64_t max_receive = config.limits.max_request_ids * 10 + kMessageSlack;
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_receive, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(config.limits.max_response_bytes + kMessageSlack));
@@ -117,8 +117,6 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_address));
   }
-  server->server_->GetHealthCheckService()->SetServingStatus(kServiceName, false);
-  server->SetNotServing();
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_address);
   } catch (const std::exception& e) {
@@ -138,9 +136,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   g_server_for_device_loss = server.get();
   RETURN_IF_ERROR(server->LoadTables(config, std::move(sources)));
   server->service_->SetTables(&server->tables_);
-  auto* health = server->server_->GetHealthCheckService();
-  health->SetServingStatus(kServiceName, true);
-  health->SetServingStatus(true);
+  server->health_->SetServing(true);
   LogInfo("serving ", server->tables_.size(), " table(s) on ", device, "; health SERVING");
   return server;
 }
@@ -177,8 +173,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
 }
 
 void EmbeddingServer::SetNotServing() {
-  if (server_ != nullptr) {
-    server_->GetHealthCheckService()->SetServingStatus(false);
+  if (health_ != nullptr) {
+    health_->SetServing(false);
   }
 }
 
@@ -187,7 +183,9 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     return;
   }
   shut_down_ = true;
-  SetNotServing();
+  if (health_ != nullptr) {
+    health_->Shutdown();  // NOT_SERVING, and the Watch streams end
+  }
   if (server_ != nullptr) {
     // gRPC stops accepting calls at once, but its Shutdown also waits, up to the deadline, for
     // clients to close their idle connections. Once every accepted call is answered there is

@@ -16,6 +16,7 @@
 #include "prometheus/exposer.h"
 #include "service/batcher.h"
 #include "service/embedding_service.h"
+#include "service/health_service.h"
 #include "service/metrics.h"
 #include "service/table_source.h"
 
@@ -60,6 +61,7 @@ class EmbeddingServer {
 
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
+  std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::vector<ServedTable> tables_;

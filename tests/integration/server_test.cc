@@ -272,6 +272,21 @@ TEST_F(ServerTest, HealthWatchStreamsServing) {
   ctx.TryCancel();
 }
 
+TEST_F(ServerTest, HealthWatchOfAnUnknownServiceSaysSoAndStaysOpen) {
+  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("no.such.Service");
+  auto reader = stub->Watch(&ctx, request);
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN);
+  EXPECT_FALSE(reader->Read(&response));  // nothing more until the deadline ends the call
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+}
+
 // The value of the first sample line of the exposition that starts with `series`.
 double Sample(const std::string& metrics, const std::string& series) {
   for (size_t pos = 0; (pos = metrics.find(series, pos)) != std::string::npos; ++pos) {
@@ -387,6 +402,76 @@ TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
   EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
   EXPECT_EQ(failed.load(), 0);
   EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly"));
+}
+
+// While the tables load, the port is open and health says NOT_SERVING, to Check and to Watch;
+// Watch then streams SERVING once they are loaded. A demo table of 4M x 16 float32 (256 MB) takes
+// about a second to make.
+TEST(ServerLifecycle, HealthIsNotServingUntilTheTablesAreLoaded) {
+  auto server =
+      ServerProcess::Start({"--demo_table=4000000x16"}, absl::Seconds(120), "gRPC listening on");
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext watch_ctx;
+  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  grpc::health::v1::HealthCheckRequest request;
+  auto watch = stub->Watch(&watch_ctx, request);
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(watch->Read(&response));
+  const bool loaded_before_first_read =
+      (*server)->log().find("health SERVING") != std::string::npos;
+  if (!loaded_before_first_read) {
+    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  }
+  // Every Check answered before the server logs that it serves says NOT_SERVING.
+  int checks_while_loading = 0;
+  for (;;) {
+    const bool serving_logged = (*server)->log().find("health SERVING") != std::string::npos;
+    grpc::ClientContext ctx;
+    grpc::health::v1::HealthCheckResponse check;
+    const grpc::Status s = stub->Check(&ctx, request, &check);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    if (serving_logged) {
+      break;
+    }
+    if ((*server)->log().find("health SERVING") == std::string::npos) {
+      EXPECT_EQ(check.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+      ++checks_while_loading;
+    }
+  }
+  EXPECT_GT(checks_while_loading + (loaded_before_first_read ? 0 : 1), 0)
+      << "the table loaded before any health answer; make it larger";
+  while (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+    ASSERT_TRUE(watch->Read(&response));
+  }
+  watch_ctx.TryCancel();
+}
+
+// A Watch stream gets NOT_SERVING when the server starts draining, and is ended by the server at
+// shutdown: it does not hold the exit until --shutdown_timeout_seconds.
+TEST(ServerLifecycle, SigtermEndsHealthWatchStreams) {
+  auto server = ServerProcess::Start(
+      {"--demo_table=1000x64", "--drain_seconds=0.2", "--shutdown_timeout_seconds=60"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto channel = grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  grpc::health::v1::HealthCheckRequest request;
+  request.set_service("embedding.v1.EmbeddingService");
+  auto watch = stub->Watch(&ctx, request);
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  const absl::Time signalled = absl::Now();
+  (*server)->Signal(SIGTERM);
+  ASSERT_TRUE(watch->Read(&response));
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  EXPECT_FALSE(watch->Read(&response));
+  EXPECT_TRUE(watch->Finish().ok());
+  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
+  EXPECT_LT(absl::Now() - signalled, absl::Seconds(20)) << (*server)->log();
 }
 
 // Calls still queued when shutdown starts (a long batching delay holds them) get their rows.

@@ -59,9 +59,24 @@ class FakeClock final : public Clock {
   absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1700000000);
 };
 
+// A store that takes its table's description from `inner`; subclasses say how LookUp runs.
+class WrappingStore : public EmbeddingStore {
+ public:
+  explicit WrappingStore(EmbeddingStore* inner) : inner_(inner) {}
+  const std::string& name() const override { return inner_->name(); }
+  int64_t rows() const override { return inner_->rows(); }
+  int64_t dim() const override { return inner_->dim(); }
+  DataType dtype() const override { return inner_->dtype(); }
+  const std::string& device() const override { return inner_->device(); }
+  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+
+ protected:
+  EmbeddingStore* const inner_;
+};
+
 // Wraps a store: records each LookUp's id count and answer type and, while the gate is closed,
 // holds every LookUp (on the batcher's thread) until Open().
-class GateStore final : public EmbeddingStore {
+class GateStore final : public WrappingStore {
  public:
   struct Call {
     size_t ids;
@@ -69,14 +84,7 @@ class GateStore final : public EmbeddingStore {
     bool operator==(const Call& o) const { return ids == o.ids && out_type == o.out_type; }
   };
 
-  GateStore(EmbeddingStore* inner, bool open) : inner_(inner), open_(open) {}
-
-  const std::string& name() const override { return inner_->name(); }
-  int64_t rows() const override { return inner_->rows(); }
-  int64_t dim() const override { return inner_->dim(); }
-  DataType dtype() const override { return inner_->dtype(); }
-  const std::string& device() const override { return inner_->device(); }
-  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+  GateStore(EmbeddingStore* inner, bool open) : WrappingStore(inner), open_(open) {}
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
     {
@@ -103,7 +111,6 @@ class GateStore final : public EmbeddingStore {
   }
 
  private:
-  EmbeddingStore* const inner_;
   mutable absl::Mutex mu_;
   bool open_ ABSL_GUARDED_BY(mu_);
   std::vector<Call> calls_ ABSL_GUARDED_BY(mu_);
@@ -114,37 +121,22 @@ void PrintTo(const GateStore::Call& c, std::ostream* os) {
 }
 
 // A store whose every LookUp fails.
-class FailingStore final : public EmbeddingStore {
+class FailingStore final : public WrappingStore {
  public:
-  explicit FailingStore(EmbeddingStore* inner) : inner_(inner) {}
-  const std::string& name() const override { return inner_->name(); }
-  int64_t rows() const override { return inner_->rows(); }
-  int64_t dim() const override { return inner_->dim(); }
-  DataType dtype() const override { return inner_->dtype(); }
-  const std::string& device() const override { return inner_->device(); }
-  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+  explicit FailingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
   void LookUp(absl::Span<const int64_t>, DataType, Done done) override {
     done(absl::InternalError("cudaErrorMemoryAllocation: out of memory"), {}, StageTimes{});
   }
-
- private:
-  EmbeddingStore* const inner_;
 };
 
 // Wraps a store and records the thread of each LookUp. Asynchronous, it keeps each LookUp
 // pending (as a GPU store's enqueued batch) until Finish() gathers it, on the caller of Finish();
 // synchronous, it gathers at once.
-class ThreadRecordingStore final : public EmbeddingStore {
+class ThreadRecordingStore final : public WrappingStore {
  public:
   ThreadRecordingStore(EmbeddingStore* inner, bool asynchronous)
-      : inner_(inner), asynchronous_(asynchronous) {}
+      : WrappingStore(inner), asynchronous_(asynchronous) {}
 
-  const std::string& name() const override { return inner_->name(); }
-  int64_t rows() const override { return inner_->rows(); }
-  int64_t dim() const override { return inner_->dim(); }
-  DataType dtype() const override { return inner_->dtype(); }
-  const std::string& device() const override { return inner_->device(); }
-  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
   bool asynchronous() const override { return asynchronous_; }
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
@@ -188,7 +180,6 @@ class ThreadRecordingStore final : public EmbeddingStore {
     threads_.push_back(id);
   }
 
-  EmbeddingStore* const inner_;
   const bool asynchronous_;
   mutable absl::Mutex mu_;
   std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);

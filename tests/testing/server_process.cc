@@ -87,17 +87,21 @@ void ServerProcess::ReadLog(int fd) {
 }
 
 absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<std::string> args,
-                                                                    absl::Duration timeout) {
+                                                                    absl::Duration timeout,
+                                                                    const std::string& ready_text) {
   auto server = std::unique_ptr<ServerProcess>(new ServerProcess());
   if (absl::Status s = server->Spawn(std::move(args)); !s.ok()) {
     return s;
   }
   {
     absl::MutexLock lock(&server->mu_);
-    auto ready = [](ServerProcess* p) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-      return p->log_closed_ || p->log_.find("health SERVING") != std::string::npos;
+    auto ready = [&server, &ready_text]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+      const std::string& log = server->log_;
+      return server->log_closed_ || (log.find(ready_text) != std::string::npos &&
+                                     log.find("gRPC listening on") != std::string::npos &&
+                                     log.find("/metrics\n") != std::string::npos);
     };
-    if (!server->mu_.AwaitWithTimeout(absl::Condition(+ready, server.get()), timeout)) {
+    if (!server->mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "server not serving after ", absl::FormatDuration(timeout), "; log:\n", server->log_));
     }

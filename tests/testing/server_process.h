@@ -22,10 +22,12 @@ namespace emb::testing {
 
 class ServerProcess {
  public:
-  // Starts the server and waits until it logs that it is serving. Errors carry the server's log:
-  // it exited first (FAILED_PRECONDITION) or took longer than `timeout` (DEADLINE_EXCEEDED).
+  // Starts the server and waits until it logs `ready_text` (by default, that it is serving) and
+  // both its ports. Errors carry the server's log: it exited first (FAILED_PRECONDITION) or took
+  // longer than `timeout` (DEADLINE_EXCEEDED).
   static absl::StatusOr<std::unique_ptr<ServerProcess>> Start(
-      std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
+      std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60),
+      const std::string& ready_text = "health SERVING");
 
   // Starts the server and waits for it to exit by itself (for start-up failures).
   struct Exit {
