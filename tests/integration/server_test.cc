@@ -3,8 +3,11 @@
 
 #include <atomic>
 #include <cstring>
+#include <memory>
+#include <optional>
 #include <random>
 #include <regex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -258,33 +261,57 @@ TEST_F(ServerTest, HealthIsServingForServerAndService) {
             absl::StatusCode::kNotFound);
 }
 
+using HealthStatus = grpc::health::v1::HealthCheckResponse;
+
+// A health Watch call on a server, read one status at a time; cancelled at the end of its scope.
+class HealthWatch {
+ public:
+  HealthWatch(const std::string& target, const std::string& service, absl::Duration timeout)
+      : stub_(grpc::health::v1::Health::NewStub(
+            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {
+    ctx_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+    grpc::health::v1::HealthCheckRequest request;
+    request.set_service(service);
+    reader_ = stub_->Watch(&ctx_, request);
+  }
+  ~HealthWatch() {
+    if (!finished_) {
+      ctx_.TryCancel();
+      (void)reader_->Finish();
+    }
+  }
+
+  // The next status the server sends; nullopt once the stream has ended.
+  std::optional<HealthStatus::ServingStatus> Next() {
+    HealthStatus response;
+    if (!reader_->Read(&response)) {
+      return std::nullopt;
+    }
+    return response.status();
+  }
+  // How the call ended (after Next() returned nullopt).
+  grpc::Status Finish() {
+    finished_ = true;
+    return reader_->Finish();
+  }
+
+ private:
+  std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReader<HealthStatus>> reader_;
+  bool finished_ = false;
+};
+
 TEST_F(ServerTest, HealthWatchStreamsServing) {
-  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service("embedding.v1.EmbeddingService");
-  auto reader = stub->Watch(&ctx, request);
-  grpc::health::v1::HealthCheckResponse response;
-  ASSERT_TRUE(reader->Read(&response));
-  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
-  ctx.TryCancel();
+  HealthWatch watch(server_->target(), "embedding.v1.EmbeddingService", absl::Seconds(10));
+  EXPECT_EQ(watch.Next(), HealthStatus::SERVING);
 }
 
 TEST_F(ServerTest, HealthWatchOfAnUnknownServiceSaysSoAndStaysOpen) {
-  auto channel = grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials());
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service("no.such.Service");
-  auto reader = stub->Watch(&ctx, request);
-  grpc::health::v1::HealthCheckResponse response;
-  ASSERT_TRUE(reader->Read(&response));
-  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN);
-  EXPECT_FALSE(reader->Read(&response));  // nothing more until the deadline ends the call
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  HealthWatch watch(server_->target(), "no.such.Service", absl::Milliseconds(500));
+  EXPECT_EQ(watch.Next(), HealthStatus::SERVICE_UNKNOWN);
+  EXPECT_EQ(watch.Next(), std::nullopt);  // nothing more until the deadline ends the call
+  EXPECT_EQ(watch.Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 }
 
 // The value of the first sample line of the exposition that starts with `series`.
@@ -411,41 +438,40 @@ TEST(ServerLifecycle, HealthIsNotServingUntilTheTablesAreLoaded) {
   auto server =
       ServerProcess::Start({"--demo_table=4000000x16"}, absl::Seconds(120), "gRPC listening on");
   ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials());
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext watch_ctx;
-  watch_ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  grpc::health::v1::HealthCheckRequest request;
-  auto watch = stub->Watch(&watch_ctx, request);
-  grpc::health::v1::HealthCheckResponse response;
-  ASSERT_TRUE(watch->Read(&response));
-  const bool loaded_before_first_read =
-      (*server)->log().find("health SERVING") != std::string::npos;
+  auto serving_logged = [&] {
+    return (*server)->log().find("health SERVING") != std::string::npos;
+  };
+  HealthWatch watch((*server)->target(), "", absl::Seconds(120));
+  std::optional<HealthStatus::ServingStatus> watched = watch.Next();
+  const bool loaded_before_first_read = serving_logged();
   if (!loaded_before_first_read) {
-    EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    EXPECT_EQ(watched, HealthStatus::NOT_SERVING);
   }
   // Every Check answered before the server logs that it serves says NOT_SERVING.
+  auto stub = grpc::health::v1::Health::NewStub(
+      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
   int checks_while_loading = 0;
   for (;;) {
-    const bool serving_logged = (*server)->log().find("health SERVING") != std::string::npos;
+    const bool serving_before = serving_logged();
     grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckResponse check;
+    grpc::health::v1::HealthCheckRequest request;
+    HealthStatus check;
     const grpc::Status s = stub->Check(&ctx, request, &check);
     ASSERT_TRUE(s.ok()) << s.error_message();
-    if (serving_logged) {
+    if (serving_before) {
       break;
     }
-    if ((*server)->log().find("health SERVING") == std::string::npos) {
-      EXPECT_EQ(check.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+    if (!serving_logged()) {
+      EXPECT_EQ(check.status(), HealthStatus::NOT_SERVING);
       ++checks_while_loading;
     }
   }
   EXPECT_GT(checks_while_loading + (loaded_before_first_read ? 0 : 1), 0)
       << "the table loaded before any health answer; make it larger";
-  while (response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
-    ASSERT_TRUE(watch->Read(&response));
+  while (watched != HealthStatus::SERVING) {
+    watched = watch.Next();
+    ASSERT_TRUE(watched.has_value()) << "the Watch ended before SERVING";
   }
-  watch_ctx.TryCancel();
 }
 
 // A Watch stream gets NOT_SERVING when the server starts draining, and is ended by the server at
@@ -454,22 +480,13 @@ TEST(ServerLifecycle, SigtermEndsHealthWatchStreams) {
   auto server = ServerProcess::Start(
       {"--demo_table=1000x64", "--drain_seconds=0.2", "--shutdown_timeout_seconds=60"});
   ASSERT_TRUE(server.ok()) << server.status();
-  auto channel = grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials());
-  auto stub = grpc::health::v1::Health::NewStub(channel);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
-  grpc::health::v1::HealthCheckRequest request;
-  request.set_service("embedding.v1.EmbeddingService");
-  auto watch = stub->Watch(&ctx, request);
-  grpc::health::v1::HealthCheckResponse response;
-  ASSERT_TRUE(watch->Read(&response));
-  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+  HealthWatch watch((*server)->target(), "embedding.v1.EmbeddingService", absl::Seconds(120));
+  EXPECT_EQ(watch.Next(), HealthStatus::SERVING);
   const absl::Time signalled = absl::Now();
   (*server)->Signal(SIGTERM);
-  ASSERT_TRUE(watch->Read(&response));
-  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::NOT_SERVING);
-  EXPECT_FALSE(watch->Read(&response));
-  EXPECT_TRUE(watch->Finish().ok());
+  EXPECT_EQ(watch.Next(), HealthStatus::NOT_SERVING);
+  EXPECT_EQ(watch.Next(), std::nullopt);
+  EXPECT_TRUE(watch.Finish().ok());
   EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
   EXPECT_LT(absl::Now() - signalled, absl::Seconds(20)) << (*server)->log();
 }
