@@ -76,8 +76,7 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device) {
 
 absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
                           int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
-                          void* d_out, DataType out_type, const GatherWorkspace& workspace,
-                          cudaStream_t stream) {
+                          void* d_out, DataType out_type, cudaStream_t stream) {
   if (!IsDataType(table_type) || !IsDataType(out_type)) {
     return absl::InvalidArgumentError(absl::StrCat("gather from data type ",
                                                    static_cast<int>(table_type), " to ",
@@ -107,7 +106,6 @@ absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataT
   shape.max_threads_per_sm = tuning.max_threads_per_sm;
   shape.cc_major = tuning.cc_major;
   shape.smem_per_block_optin = tuning.smem_per_block_optin;
-  shape.workspace = workspace;
   EMB_CUDA_RETURN_IF_ERROR(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
                                          d_out, out_type, stream),
                            "gather launch");

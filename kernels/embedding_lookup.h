@@ -15,7 +15,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/data_type.h"
-#include "kernels/gather_workspace.h"
 
 namespace emb::kernels {
 
@@ -59,9 +58,6 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device);
 // allocation, no synchronization (unless built with EMB_CUDA_DEBUG_SYNC, which
 // adds a cudaStreamSynchronize to surface kernel faults at the call).
 //
-// `workspace` (may be empty) is this stream's scratch; with one, the row-owner kernel shares out
-// its last slices of work to whichever block is free (see gather_workspace.h).
-//
 // Rows whose byte length and base pointers allow it move as 16-byte vectors;
 // others as 8, 4 or 2 bytes (any dim works). INVALID_ARGUMENT for a bad dtype,
 // dim < 1, num_rows < 0, num_ids < 0, or null pointers with num_ids > 0;
@@ -72,8 +68,7 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device);
 // means the context is dead.
 absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
                           int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
-                          void* d_out, DataType out_type, const GatherWorkspace& workspace,
-                          cudaStream_t stream);
+                          void* d_out, DataType out_type, cudaStream_t stream);
 
 }  // namespace emb::kernels
 

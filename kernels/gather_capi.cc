@@ -18,9 +18,6 @@ struct TuningCache {
   std::mutex mu;
   bool ready[kMaxDevices] = {};
   emb::kernels::GatherTuning tuning[kMaxDevices];
-  // Each device's gather workspace (zeroed counters), grown to the largest table seen.
-  int32_t* workspace[kMaxDevices] = {};
-  int64_t workspace_ints[kMaxDevices] = {};
 };
 
 TuningCache& Cache() {
@@ -28,19 +25,14 @@ TuningCache& Cache() {
   return *cache;
 }
 
-// The current device, as an index into the cache, or a CUDA error.
-cudaError_t CurrentDevice(int* device) {
-  if (const cudaError_t e = cudaGetDevice(device); e != cudaSuccess) {
-    return e;
-  }
-  return *device >= 0 && *device < kMaxDevices ? cudaSuccess : cudaErrorInvalidDevice;
-}
-
 // The tuning of the current device, or a CUDA error.
 cudaError_t CurrentTuning(emb::kernels::GatherTuning* out) {
   int device = 0;
-  if (const cudaError_t e = CurrentDevice(&device); e != cudaSuccess) {
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
     return e;
+  }
+  if (device < 0 || device >= kMaxDevices) {
+    return cudaErrorInvalidDevice;
   }
   TuningCache& cache = Cache();
   std::lock_guard<std::mutex> lock(cache.mu);
@@ -53,42 +45,6 @@ cudaError_t CurrentTuning(emb::kernels::GatherTuning* out) {
     cache.ready[device] = true;
   }
   *out = cache.tuning[device];
-  return cudaSuccess;
-}
-
-// The current device's workspace, with room for a table of `rows` rows, or a CUDA error. Growing
-// it waits for the device to be idle (the old one may be in use).
-cudaError_t CurrentWorkspace(int64_t rows, emb::kernels::GatherWorkspace* out) {
-  int device = 0;
-  if (const cudaError_t e = CurrentDevice(&device); e != cudaSuccess) {
-    return e;
-  }
-  TuningCache& cache = Cache();
-  std::lock_guard<std::mutex> lock(cache.mu);
-  const int64_t need = emb::kernels::GatherWorkspaceInts(rows);
-  if (cache.workspace_ints[device] < need) {
-    if (cache.workspace[device] != nullptr) {
-      if (const cudaError_t e = cudaDeviceSynchronize(); e != cudaSuccess) {
-        return e;
-      }
-      (void)cudaFree(cache.workspace[device]);
-      cache.workspace[device] = nullptr;
-      cache.workspace_ints[device] = 0;
-    }
-    void* p = nullptr;
-    if (const cudaError_t e = cudaMalloc(&p, static_cast<size_t>(need) * sizeof(int32_t));
-        e != cudaSuccess) {
-      return e;
-    }
-    if (const cudaError_t e = cudaMemset(p, 0, static_cast<size_t>(need) * sizeof(int32_t));
-        e != cudaSuccess) {
-      (void)cudaFree(p);
-      return e;
-    }
-    cache.workspace[device] = static_cast<int32_t*>(p);
-    cache.workspace_ints[device] = need;
-  }
-  *out = emb::kernels::GatherWorkspace{cache.workspace[device], cache.workspace_ints[device]};
   return cudaSuccess;
 }
 
@@ -111,8 +67,7 @@ int emb_gather_ex(const void* d_table, int table_type, int64_t rows, int64_t dim
 // Enqueues the gather of LaunchGather (embedding_lookup.h) on `stream` (a cudaStream_t; null is
 // the legacy default stream) on the current device. Types are embedding.v1.DataType values:
 // 1 float32, 2 float16, 3 bfloat16. Returns the cudaError_t as int: 0 on success,
-// cudaErrorInvalidValue (1) for bad arguments. Calls on one device share one workspace (see
-// gather_workspace.h): make them on one stream.
+// cudaErrorInvalidValue (1) for bad arguments.
 __attribute__((visibility("default"))) int emb_gather(const void* d_table, int table_type,
                                                       int64_t rows, int64_t dim,
                                                       const int64_t* d_ids, int64_t n, void* d_out,
@@ -155,9 +110,6 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   shape.cc_major = tuning.cc_major;
   shape.smem_per_block_optin = tuning.smem_per_block_optin;
   shape.max_blocks = max_blocks;
-  if (const cudaError_t e = CurrentWorkspace(rows, &shape.workspace); e != cudaSuccess) {
-    return e;
-  }
   if (variant >= 0) {
     if (variant >= 128 || (variant & 3) >= emb::kernels::kGatherUnrollLevels) {
       return cudaErrorInvalidValue;

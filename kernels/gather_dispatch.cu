@@ -314,13 +314,6 @@ cudaError_t LaunchBulkRows(const GatherLaunchShape& shape, const void* d_table, 
   return cudaSuccess;
 }
 
-// Slices of the ids per group when the row owners share work, and how many of them (the last)
-// any block may claim: the home block scans the rest without claiming, so a claim (an L2 atomic)
-// is paid only for the shared part. With 3 of 8 shared, a block on a multiprocessor up to 1.6x
-// slower than the mean can still leave its shared slices to others in time.
-constexpr uint32_t kOwnerSlices = 8;
-constexpr uint32_t kOwnerSharedSlices = 3;
-
 // Table rows per row-owners block. Each block reads its rows once per id slice and scans its
 // slice of the ids, so over a grid of G groups x S slices that fills the device (G * S ~ the
 // resident blocks T, taken as 2 per multiprocessor) the bytes read are S * table + G * ids * 8 =
@@ -359,41 +352,30 @@ cudaError_t LaunchRowOwners(const GatherLaunchShape& shape, const void* d_table,
   if (blocks_per_sm < 1) {
     return cudaErrorInvalidConfiguration;
   }
+  // Id slices: enough that the grid fills `waves` resident waves, each slice at least 256 ids;
+  // or as asked.
+  int64_t slices = 0;
+  if (shape.max_blocks > 0) {
+    slices = shape.max_blocks;
+  } else {
+    const int64_t waves = shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : 1;
+    const int64_t resident = int64_t{shape.num_sms} * blocks_per_sm * waves;
+    slices = std::min(std::max<int64_t>(1, resident / groups), (num_ids + 255) / 256);
+  }
+  slices = std::clamp<int64_t>(slices, 1, std::min<int64_t>(num_ids, 65535));
+  const int64_t ids_per_slice = (num_ids + slices - 1) / slices;
+  slices = (num_ids + ids_per_slice - 1) / ids_per_slice;
+  if (groups > int64_t{0x7fffffff}) {
+    return cudaErrorInvalidValue;
+  }
   RowOwnersArgs args;
   args.num_rows = num_rows;
   args.num_ids = num_ids;
+  args.ids_per_slice = ids_per_slice;
   args.row_bytes = static_cast<uint32_t>(row_bytes);
   args.rows_per_group = static_cast<uint32_t>(rows_per_group);
   args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
                (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
-  args.counters = nullptr;
-  args.slices = 1;
-  args.shared_slices = 0;
-  if (groups > int64_t{0x7fffffff}) {
-    return cudaErrorInvalidValue;
-  }
-  int64_t slices = 1;  // grid.y
-  if (shape.max_blocks == 0 && shape.workspace.d_counters != nullptr &&
-      shape.workspace.count >= gather::RowOwnerCounterInts(groups)) {
-    // One block per group; the last slices of each go to whichever block is free.
-    args.counters = shape.workspace.d_counters;
-    args.slices = kOwnerSlices;
-    args.shared_slices = kOwnerSharedSlices;
-    args.ids_per_slice = (num_ids + kOwnerSlices - 1) / kOwnerSlices;
-  } else {
-    // Id slices: enough that the grid fills `waves` resident waves, each slice at least 256 ids;
-    // or as asked.
-    if (shape.max_blocks > 0) {
-      slices = shape.max_blocks;
-    } else {
-      const int64_t waves = shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : 1;
-      const int64_t resident = int64_t{shape.num_sms} * blocks_per_sm * waves;
-      slices = std::min(std::max<int64_t>(1, resident / groups), (num_ids + 255) / 256);
-    }
-    slices = std::clamp<int64_t>(slices, 1, std::min<int64_t>(num_ids, 65535));
-    args.ids_per_slice = (num_ids + slices - 1) / slices;
-    slices = (num_ids + args.ids_per_slice - 1) / args.ids_per_slice;
-  }
   (void)cudaGetLastError();  // drop a stale non-sticky error (see LaunchUnrolled)
   GatherRowOwnersKernel<<<dim3(static_cast<unsigned int>(groups),
                                static_cast<unsigned int>(slices)),
@@ -425,7 +407,6 @@ bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType tab
                int64_t num_rows, int64_t dim, const void* d_out, DataType out_type) {
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
   return BulkFits(shape, d_table, table_type, dim, d_out, out_type) && num_rows >= 1 &&
-         num_rows < (int64_t{1} << 31) &&  // the kernel keeps row offsets in 32 bits
          row_bytes <=
              std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
 }
@@ -451,10 +432,6 @@ GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataT
 }
 
 }  // namespace
-
-int64_t GatherWorkspaceInts(int64_t num_rows) {
-  return gather::RowOwnerCounterInts(std::max<int64_t>(num_rows, 1));  // groups <= rows
-}
 
 cudaError_t GatherBlocksPerSm(int* blocks_per_sm) {
   int fewest = 1 << 30;

@@ -9,7 +9,6 @@
 #include <cstdint>
 
 #include "kernels/data_type.h"
-#include "kernels/gather_workspace.h"
 
 namespace emb::kernels {
 
@@ -65,11 +64,9 @@ struct GatherLaunchShape {
   // chosen kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0,
   // blocks. kBulkRows: 0 or -1, one resident wave of blocks; -k, k waves; > 0, blocks. kRowOwners:
   // the number of id slices (grid.y): 0 or -k, as many as fill k resident waves (0: one); > 0,
-  // that many (at most num_ids and 65535). kRowOwners with a workspace and max_blocks 0: one block
-  // per group, sharing the last slices of each (see GatherRowOwnersKernel).
+  // that many (at most num_ids and 65535).
   int max_blocks = 0;
   GatherVariant variant;
-  GatherWorkspace workspace;
 };
 
 // Writes the fewest resident blocks per multiprocessor, over all gather kernel

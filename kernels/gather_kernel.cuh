@@ -319,9 +319,6 @@ inline constexpr int kMaxBulkStages = 8;
 // Threads per block of the row-owners kernel, and id loads in flight per thread while it scans.
 inline constexpr int kOwnerThreads = 256;
 inline constexpr int kOwnerIdsPerThread = 16;
-// Row-owner blocks a multiprocessor must be able to hold (by registers: at most 64 a thread), so
-// that a table's groups fit in one resident wave.
-inline constexpr int kOwnerMinBlocksPerSm = 4;
 
 // Bits of BulkRowsArgs::flags and RowOwnersArgs::flags (kStreamingStores, kTableEvictLast above
 // mean the same here: an L2 evict_first policy on the copy engine's answer stores, evict_last on
@@ -404,11 +401,6 @@ __device__ __forceinline__ void BulkStore(void* d_dst, const void* s_src, uint32
 // Waits until all but the newest one of this thread's bulk stores have read their shared memory.
 __device__ __forceinline__ void WaitStoresReadAllButOne() {
   asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
-}
-
-// Waits until all of this thread's bulk stores have read their shared memory.
-__device__ __forceinline__ void WaitStoresReadAll() {
-  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
 }
 
 // Waits until all of this thread's bulk stores are complete.
@@ -538,173 +530,75 @@ __global__ void __launch_bounds__(kBulkThreads)
 struct RowOwnersArgs {
   int64_t num_rows;
   int64_t num_ids;
-  int64_t ids_per_slice;    // ids scanned per slice
+  int64_t ids_per_slice;    // ids scanned by each block
   uint32_t row_bytes;       // a multiple of 16
   uint32_t rows_per_group;  // table rows held by each block
   uint32_t flags;           // kStreamingStores | kTableEvictLast
-  // Work sharing, where `counters` is set (see the kernel): slices per group, and how many of them
-  // (the last ones) any block may claim.
-  int32_t* counters;
-  uint32_t slices;
-  uint32_t shared_slices;
 };
 
-// Ints of RowOwnersArgs::counters for `groups` groups: one claim counter per group, the cursor
-// of the blocks looking for work, and the count of finished blocks.
-__host__ __device__ inline int64_t RowOwnerCounterInts(int64_t groups) { return groups + 2; }
-
 // Gathers by table row instead of by answer row, for small tables whose rows repeat in the
-// answer. A block holds a group of table rows [g * rows_per_group, ...) in shared memory (bulk
-// loads completing on one mbarrier) while its threads scan a slice of the ids (16 loads in flight
-// per thread); each id that falls in the block's rows gets the row written to its place in the
-// answer by one bulk store from shared memory, issued by the thread that found it. So each table
-// row is read from memory once per block that holds it, not once per use, and the answer is
-// written in whole rows.
-//
-// Static grid (counters null): block (g, s) holds group g and scans slice s.
-// Work sharing (counters set, grid.y 1): block g holds group g and scans its first
-// slices - shared_slices slices, then claims the group's last shared_slices slices one at a time
-// through counters[g]. A block that runs out then takes groups off a shared cursor (counters[G])
-// and claims their remaining slices, loading their rows. So blocks on faster multiprocessors do
-// more of the work. ncu on the H200 showed why this is needed: with the static grid the average SM
-// is busy 79% of the busiest one's cycles, and evening out the uses per block did not help. The
-// last block out zeroes the counters for the next launch.
+// answer: block (g, s) copies table rows [g * rows_per_group, ...) into shared memory once (bulk
+// loads completing on one mbarrier) while its threads scan ids [s * ids_per_slice, ...) (16 loads
+// in flight per thread); each id that falls in the block's rows gets the row written to its place
+// in the answer by one bulk store from shared memory, issued by the thread that found it. So each
+// table row is read from memory once per id slice, not once per use, and the answer is written
+// in whole rows.
 //
 // Preconditions (checked on the host): sm_90 or later; dynamic shared memory of rows_per_group *
 // row_bytes; d_table, d_out 16-byte aligned; ids in [0, num_rows); the answer overlaps neither
-// the table nor the ids; counters, if set, hold RowOwnerCounterInts(gridDim.x) zeroed ints that no
-// other launch uses at the same time.
-__global__ void __launch_bounds__(kOwnerThreads, kOwnerMinBlocksPerSm)
+// the table nor the ids.
+__global__ void __launch_bounds__(kOwnerThreads)
     GatherRowOwnersKernel(const uint8_t* __restrict__ d_table, const int64_t* __restrict__ d_ids,
                           RowOwnersArgs args, uint8_t* __restrict__ d_out) {
 #if defined(EMB_GATHER_BULK_COPIES)
   extern __shared__ __align__(128) uint8_t s_rows[];
   __shared__ uint64_t s_loaded;
-  __shared__ int32_t s_claim;
-  const bool evict_first = (args.flags & kStreamingStores) != 0;
-  const uint64_t store_policy = evict_first ? EvictFirstPolicy() : 0;
-  uint32_t parity = 0;  // of the phase of s_loaded that holds the current group's rows
-  int64_t row_lo = 0;   // the current group's rows: [row_lo, row_lo + rows)
-  uint64_t rows = 0;
-  bool waited = false;  // whether this thread has waited for the current group's rows
-
-  // Thread 0 loads group g's rows (after the block has let go of the previous group's).
-  auto load_group = [&](int64_t g) {
-    row_lo = g * args.rows_per_group;
-    rows = static_cast<uint64_t>(
-        min(static_cast<int64_t>(args.rows_per_group), args.num_rows - row_lo));
-    waited = false;
-    if (threadIdx.x == 0) {
-      const bool evict_last = (args.flags & kTableEvictLast) != 0;
-      const uint64_t policy = evict_last ? EvictLastPolicy() : 0;
-      ExpectBytes(&s_loaded, static_cast<uint32_t>(rows * args.row_bytes));
-      for (uint64_t r = 0; r < rows; ++r) {
-        BulkLoad(s_rows + r * args.row_bytes, d_table + (row_lo + r) * args.row_bytes,
-                 args.row_bytes, &s_loaded, evict_last, policy);
-      }
-    }
-  };
-  // Writes every use, among ids of slice s, of the current group's rows.
-  auto scan = [&](int64_t s) {
-    const int64_t id_lo = s * args.ids_per_slice;
-    const int64_t id_hi = min(id_lo + args.ids_per_slice, args.num_ids);
-    constexpr int64_t kStep = int64_t{kOwnerThreads} * kOwnerIdsPerThread;
-    for (int64_t base = id_lo + threadIdx.x; base < id_hi; base += kStep) {
-      // Offsets of the ids from the group's first row, in 32 bits (tables have < 2^31 rows); an
-      // id below the group, or past the slice, wraps to a huge offset.
-      uint32_t offset[kOwnerIdsPerThread];
-#pragma unroll
-      for (int k = 0; k < kOwnerIdsPerThread; ++k) {
-        const int64_t i = base + k * kOwnerThreads;
-        offset[k] = i < id_hi ? static_cast<uint32_t>(__ldg(d_ids + i) - row_lo) : 0xffffffffu;
-      }
-#pragma unroll
-      for (int k = 0; k < kOwnerIdsPerThread; ++k) {
-        const uint64_t r = offset[k];
-        if (r < rows) {
-          if (!waited) {
-            WaitBarrier(&s_loaded, parity);
-            waited = true;
-          }
-          const int64_t i = base + k * kOwnerThreads;
-          BulkStore(d_out + static_cast<uint64_t>(i) * args.row_bytes, s_rows + r * args.row_bytes,
-                    args.row_bytes, evict_first, store_policy);
-        }
-      }
-    }
-  };
-  // Lets go of the current group's rows: they have landed, and every store has read them.
-  auto release_group = [&] {
-    if (threadIdx.x == 0 && !waited) {
-      WaitBarrier(&s_loaded, parity);  // a phase must end before the next starts
-    }
-    WaitStoresReadAll();
-    __syncthreads();
-    parity ^= 1;
-  };
-  // Thread 0's atomicAdd(p, 1), seen by the whole block.
-  auto claim = [&](int32_t* p) {
-    if (threadIdx.x == 0) {
-      s_claim = atomicAdd(p, 1);
-    }
-    __syncthreads();
-    const int32_t v = s_claim;
-    __syncthreads();
-    return v;
-  };
-
+  const int64_t row_lo = static_cast<int64_t>(blockIdx.x) * args.rows_per_group;
+  const uint64_t rows =
+      static_cast<uint64_t>(min(static_cast<int64_t>(args.rows_per_group), args.num_rows - row_lo));
   if (threadIdx.x == 0) {
+    const bool evict_last = (args.flags & kTableEvictLast) != 0;
+    const uint64_t policy = evict_last ? EvictLastPolicy() : 0;
     InitBarrier(&s_loaded);
+    ExpectBytes(&s_loaded, static_cast<uint32_t>(rows * args.row_bytes));
+    for (uint64_t r = 0; r < rows; ++r) {
+      BulkLoad(s_rows + r * args.row_bytes, d_table + (row_lo + r) * args.row_bytes, args.row_bytes,
+               &s_loaded, evict_last, policy);
+    }
   }
   __syncthreads();  // the barrier is initialized before anyone waits on it
-  const int64_t home = blockIdx.x;
-  load_group(home);
-  if (args.counters == nullptr) {
-    scan(blockIdx.y);
-  } else {
-    const int64_t groups = gridDim.x;
-    const int64_t first_shared = args.slices - args.shared_slices;
-    for (int64_t s = 0; s < first_shared; ++s) {
-      scan(s);
+
+  const bool evict_first = (args.flags & kStreamingStores) != 0;
+  const uint64_t store_policy = evict_first ? EvictFirstPolicy() : 0;
+  const int64_t id_lo = static_cast<int64_t>(blockIdx.y) * args.ids_per_slice;
+  const int64_t id_hi = min(id_lo + args.ids_per_slice, args.num_ids);
+  bool loaded = false;
+  constexpr int64_t kStep = int64_t{kOwnerThreads} * kOwnerIdsPerThread;
+  for (int64_t base = id_lo + threadIdx.x; base < id_hi; base += kStep) {
+    int64_t id[kOwnerIdsPerThread];
+#pragma unroll
+    for (int k = 0; k < kOwnerIdsPerThread; ++k) {
+      const int64_t i = base + k * kOwnerThreads;
+      id[k] = i < id_hi ? __ldg(d_ids + i) : -1;
     }
-    for (int32_t t; (t = claim(&args.counters[home])) < static_cast<int32_t>(args.shared_slices);) {
-      scan(first_shared + t);
-    }
-    // Help the other groups with the slices they have left.
-    for (int32_t victim; (victim = claim(&args.counters[groups])) < groups;) {
-      if (victim == home) {
-        continue;
-      }
-      bool holding = false;
-      for (int32_t t;
-           (t = claim(&args.counters[victim])) < static_cast<int32_t>(args.shared_slices);) {
-        if (!holding) {
-          release_group();
-          load_group(victim);
-          holding = true;
+#pragma unroll
+    for (int k = 0; k < kOwnerIdsPerThread; ++k) {
+      const uint64_t r = static_cast<uint64_t>(id[k] - row_lo);  // huge when below row_lo
+      if (id[k] >= 0 && r < rows) {
+        if (!loaded) {
+          WaitBarrier(&s_loaded, 0);
+          loaded = true;
         }
-        scan(first_shared + t);
+        const int64_t i = base + k * kOwnerThreads;
+        BulkStore(d_out + static_cast<uint64_t>(i) * args.row_bytes, s_rows + r * args.row_bytes,
+                  args.row_bytes, evict_first, store_policy);
       }
     }
   }
-  if (threadIdx.x == 0 && !waited) {
-    WaitBarrier(&s_loaded, parity);  // no block may exit while its loads still land
+  if (!loaded) {
+    WaitBarrier(&s_loaded, 0);  // no block may exit while its loads still land
   }
   WaitStoresDone();
-  if (args.counters != nullptr) {
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const int64_t groups = gridDim.x;
-      __threadfence();
-      if (atomicAdd(&args.counters[groups + 1], 1) == groups - 1) {
-        // Every other block is done with the counters: zero them for the next launch.
-        for (int64_t i = 0; i < RowOwnerCounterInts(groups); ++i) {
-          args.counters[i] = 0;
-        }
-        __threadfence();
-      }
-    }
-  }
 #else
   __trap();
 #endif

@@ -14,11 +14,10 @@ namespace {
 
 constexpr size_t kStagingChunkBytes = size_t{64} << 20;
 
-// Bytes of GPU memory the batch buffers of `slots` slots take besides a table of `rows` rows.
-size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t rows, int64_t dim, int slots) {
+// Bytes of GPU memory the batch buffers of `slots` slots take besides the table.
+size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
   const size_t per_slot = static_cast<size_t>(max_batch_ids) *
-                              (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float)) +
-                          static_cast<size_t>(kernels::GatherWorkspaceInts(rows)) * sizeof(int32_t);
+                          (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
   return per_slot * static_cast<size_t>(slots);
 }
 
@@ -53,8 +52,8 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   RETURN_IF_ERROR(store->Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.rows(),
-                                                       source.dim(), options.inflight_batches);
+  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(),
+                                                       options.inflight_batches);
   if (need > free_bytes) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "table '", source.name(), "' does not fit on ", store->device_name_, ": it needs ", need,
@@ -115,11 +114,6 @@ absl::Status GpuStore::MakeSlots(int count) {
     ASSIGN_OR_RETURN(slot->d_ids, kernels::DeviceBuffer<int64_t>::Allocate(max_batch_ids_));
     ASSIGN_OR_RETURN(slot->d_out, kernels::DeviceBuffer<std::byte>::Allocate(out_bytes));
     ASSIGN_OR_RETURN(slot->h_out, kernels::PinnedBuffer<std::byte>::Allocate(out_bytes, kMapped));
-    ASSIGN_OR_RETURN(slot->d_workspace,
-                     kernels::DeviceBuffer<int32_t>::Allocate(
-                         static_cast<size_t>(kernels::GatherWorkspaceInts(rows_))));
-    RETURN_IF_ERROR(Check(cudaMemset(slot->d_workspace.data(), 0, slot->d_workspace.size_bytes()),
-                          "cudaMemset"));
     RETURN_IF_ERROR(Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slot->mapped_ids),
                                                    slot->h_ids.data(), 0),
                           "cudaHostGetDevicePointer"));
@@ -135,11 +129,6 @@ absl::Status GpuStore::MakeSlots(int count) {
   return absl::OkStatus();
 }
 
-kernels::GatherWorkspace GpuStore::Workspace(const Slot& slot) {
-  return kernels::GatherWorkspace{slot.d_workspace.data(),
-                                  static_cast<int64_t>(slot.d_workspace.size())};
-}
-
 absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type) {
   cudaStream_t stream = slot.stream.get();
   const auto num_ids = static_cast<int64_t>(ids.size());
@@ -152,7 +141,7 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
     // a small batch skips two copies and their launch latency.
     RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
                                           slot.mapped_ids, num_ids, slot.mapped_out, out_type,
-                                          Workspace(slot), stream));
+                                          stream));
     return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
   RETURN_IF_ERROR(
@@ -162,7 +151,7 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
                                         slot.d_ids.data(), num_ids, slot.d_out.data(), out_type,
-                                        Workspace(slot), stream));
+                                        stream));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
   RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot.h_out.data(), slot.d_out.data(), slot.out_bytes,
                                         cudaMemcpyDeviceToHost, stream),

@@ -65,9 +65,8 @@ class GpuStore final : public EmbeddingStore {
     kernels::DeviceBuffer<int64_t> d_ids;
     kernels::DeviceBuffer<std::byte> d_out;
     kernels::PinnedBuffer<std::byte> h_out;
-    kernels::DeviceBuffer<int32_t> d_workspace;  // the gather's scratch on this slot's stream
-    int64_t* mapped_ids = nullptr;               // h_ids as the device sees it
-    std::byte* mapped_out = nullptr;             // h_out as the device sees it
+    int64_t* mapped_ids = nullptr;    // h_ids as the device sees it
+    std::byte* mapped_out = nullptr;  // h_out as the device sees it
     // Set while the slot holds a batch.
     size_t out_bytes = 0;
     bool zero_copy = false;
@@ -77,7 +76,6 @@ class GpuStore final : public EmbeddingStore {
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
   absl::Status Load(const TableSource& source);
   absl::Status MakeSlots(int count);
-  static kernels::GatherWorkspace Workspace(const Slot& slot);
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type);
   void Complete();

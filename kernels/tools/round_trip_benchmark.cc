@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
 
   auto gather = [&](const int64_t* ids_ptr, void* out_ptr) {
     Must(emb::kernels::LaunchGather(tuning, d_table.data(), DataType::kFloat32, kRows, dim, ids_ptr,
-                                    num_ids, out_ptr, DataType::kFloat32, {}, stream.get()));
+                                    num_ids, out_ptr, DataType::kFloat32, stream.get()));
   };
   struct Way {
     const char* name;

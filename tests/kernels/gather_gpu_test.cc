@@ -58,14 +58,13 @@ std::string NoGpuReason() {
   } while (false)
 
 // Enqueues a gather the way the test under way wants (LaunchGather by default).
-using Launcher = std::function<absl::Status(
-    const GatherTuning& tuning, const void* d_table, DataType table_type, int64_t num_rows,
-    int64_t dim, const int64_t* d_ids, int64_t num_ids, void* d_out, DataType out_type,
-    const GatherWorkspace& workspace, cudaStream_t stream)>;
+using Launcher =
+    std::function<absl::Status(const GatherTuning& tuning, const void* d_table, DataType table_type,
+                               int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
+                               void* d_out, DataType out_type, cudaStream_t stream)>;
 
 // Gathers on the GPU with the table and answer placed `table_offset` / `out_offset` bytes past an
-// aligned allocation (to force narrower accesses), twice with different poisons and one
-// workspace (so the second launch finds the counters the first left), and expects
+// aligned allocation (to force narrower accesses), twice with different poisons, and expects
 // every byte of both answers to equal the CPU gather's (so every element was written) and the
 // guard bytes around the answer to stay poisoned.
 void ExpectGpuMatchesCpu(const std::vector<std::byte>& h_table, DataType table_type,
@@ -87,11 +86,6 @@ void ExpectGpuMatchesCpu(const std::vector<std::byte>& h_table, DataType table_t
   ASSERT_TRUE(d_table.ok()) << d_table.status();
   ASSERT_TRUE(d_ids.ok()) << d_ids.status();
   ASSERT_TRUE(d_out.ok()) << d_out.status();
-  absl::StatusOr<DeviceBuffer<int32_t>> d_workspace =
-      DeviceBuffer<int32_t>::Allocate(static_cast<size_t>(GatherWorkspaceInts(num_rows)));
-  ASSERT_TRUE(d_workspace.ok()) << d_workspace.status();
-  ASSERT_OK(CudaStatus(cudaMemset(d_workspace->data(), 0, d_workspace->size_bytes()), "zero"));
-  const GatherWorkspace workspace{d_workspace->data(), static_cast<int64_t>(d_workspace->size())};
   ASSERT_OK(CudaStatus(cudaMemcpy(d_table->data() + table_offset, h_table.data(), h_table.size(),
                                   cudaMemcpyHostToDevice),
                        "copy table"));
@@ -108,7 +102,7 @@ void ExpectGpuMatchesCpu(const std::vector<std::byte>& h_table, DataType table_t
     ASSERT_OK(CudaStatus(cudaMemset(d_out->data(), poison, d_out->size()), "poison"));
     ASSERT_OK(launch(*tuning, d_table->data() + table_offset, table_type, num_rows, dim,
                      d_ids->data(), static_cast<int64_t>(h_ids.size()), d_out->data() + out_offset,
-                     out_type, workspace, stream->get()));
+                     out_type, stream->get()));
     std::vector<std::byte> got(out_offset + out_bytes + kGuardBytes);
     ASSERT_OK(CudaStatus(cudaMemcpyAsync(got.data(), d_out->data(), got.size(),
                                          cudaMemcpyDeviceToHost, stream->get()),
@@ -268,7 +262,7 @@ TEST_F(GatherGpuTest, EmptyBatchIsANoOp) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
   EXPECT_TRUE(LaunchGather(*tuning, nullptr, DataType::kFloat32, 0, 8, nullptr, 0, nullptr,
-                           DataType::kFloat32, {}, nullptr)
+                           DataType::kFloat32, nullptr)
                   .ok());
 }
 
@@ -280,8 +274,7 @@ TEST_F(GatherGpuTest, RejectsBadArguments) {
   absl::StatusOr<DeviceBuffer<int64_t>> ids = DeviceBuffer<int64_t>::Allocate(4);
   ASSERT_TRUE(ids.ok()) << ids.status();
   auto launch = [&](const GatherTuning& t, DataType in, int64_t dim, int64_t n, DataType out) {
-    return LaunchGather(t, buf->data(), in, 4, dim, ids->data(), n, buf->data() + 32, out, {},
-                        nullptr);
+    return LaunchGather(t, buf->data(), in, 4, dim, ids->data(), n, buf->data() + 32, out, nullptr);
   };
   EXPECT_EQ(launch(*tuning, static_cast<DataType>(0), 4, 1, DataType::kFloat32).code(),
             absl::StatusCode::kInvalidArgument);
@@ -369,9 +362,8 @@ GatherLaunchShape ShapeOf(const GatherTuning& t, int max_blocks, const GatherVar
 }
 
 // Every kernel variant (the benchmark's sweep) and grid shape gives the same answer: the default
-// cap (kRowOwners: a block per group, sharing work through the workspace), one resident wave, a
-// cap of 3 blocks (so each block walks many tiles, the last one partial; for kRowOwners 3 id
-// slices), and no cap (kRowOwners: a slice per id). The bulk paths
+// cap, one resident wave, a cap of 3 blocks (so each block walks many tiles, the last one
+// partial; for kRowOwners 3 id slices), and no cap (kRowOwners: a slice per id). The bulk paths
 // also get rows of several pieces (16400 and 32768 bytes) and the shapes they fall back from.
 class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
  protected:
@@ -402,11 +394,9 @@ TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
     const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
                                 int64_t num_rows, int64_t dim, const int64_t* d_ids,
                                 int64_t num_ids, void* d_out, DataType out_type,
-                                const GatherWorkspace& workspace, cudaStream_t stream) {
-      GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
-      shape.workspace = workspace;
-      return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
-                                      d_out, out_type, stream),
+                                cudaStream_t stream) {
+      return CudaStatus(EnqueueGather(ShapeOf(t, max_blocks, variant), d_table, table_type,
+                                      num_rows, dim, d_ids, num_ids, d_out, out_type, stream),
                         "EnqueueGather");
     };
     for (const Case& c : cases) {
@@ -449,31 +439,6 @@ TEST_F(GatherGpuTest, SmallTableManyIdsGoesByTableRow) {
             want);
   ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 41),
                       DataType::kFloat32, rows, dim, ids, DataType::kFloat32);
-}
-
-// One workspace serves row-owner gathers of different tables and grids in a row: each launch
-// leaves the counters zeroed for the next.
-TEST_F(GatherGpuTest, RowOwnersShareOneWorkspaceAcrossLaunches) {
-  absl::StatusOr<DeviceBuffer<int32_t>> d_workspace =
-      DeviceBuffer<int32_t>::Allocate(static_cast<size_t>(GatherWorkspaceInts(300)));
-  ASSERT_TRUE(d_workspace.ok()) << d_workspace.status();
-  ASSERT_OK(CudaStatus(cudaMemset(d_workspace->data(), 0, d_workspace->size_bytes()), "zero"));
-  const GatherWorkspace shared{d_workspace->data(), static_cast<int64_t>(d_workspace->size())};
-  const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
-                              int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
-                              void* d_out, DataType out_type, const GatherWorkspace& /*own*/,
-                              cudaStream_t stream) {
-    return LaunchGather(t, d_table, table_type, num_rows, dim, d_ids, num_ids, d_out, out_type,
-                        shared, stream);
-  };
-  int seed = 50;
-  for (const int64_t rows : {64, 300, 7, 64, 129}) {
-    SCOPED_TRACE(absl::StrCat(rows, " rows"));
-    ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * 4096), seed),
-                        DataType::kFloat32, rows, 4096, TestIds(rows, 2000, seed + 1),
-                        DataType::kFloat32, 0, 0, launch);
-    seed += 2;
-  }
 }
 
 TEST_F(GatherGpuTest, RejectsABadVariant) {
