@@ -61,10 +61,9 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
       }
       if (broken_) {
         end = grpc::Status(grpc::StatusCode::CANCELLED, "the watch was cancelled");
-      } else if (!written_any_ || want_ != written_) {
+      } else if (want_ != written_) {
         response_.set_status(want_);
         written_ = want_;
-        written_any_ = true;
         writing_ = true;
         write = true;
       } else if (!end_after_) {
@@ -82,9 +81,10 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
   HealthService* const service_;
   const std::string name_;  // the service watched
   absl::Mutex mu_;
+  // UNKNOWN is never sent (Watch sends the first status before gRPC sees the reactor), so a
+  // stream that has written nothing differs from every status it is given.
   ServingStatus want_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
   ServingStatus written_ ABSL_GUARDED_BY(mu_) = HealthCheckResponse::UNKNOWN;
-  bool written_any_ ABSL_GUARDED_BY(mu_) = false;
   bool end_after_ ABSL_GUARDED_BY(mu_) = false;
   bool writing_ ABSL_GUARDED_BY(mu_) = false;  // response_ belongs to gRPC until OnWriteDone
   bool broken_ ABSL_GUARDED_BY(mu_) = false;
@@ -115,18 +115,20 @@ void HealthService::SetServing(bool serving) {
     return;
   }
   serving_ = serving;
-  for (Watcher* w : watchers_) {
-    // Holding mu_ keeps `w` alive: its OnDone waits in Forget.
-    w->Send(StatusOf(w->name()), /*last=*/false);
-  }
+  TellWatchers(/*last=*/false);
 }
 
 void HealthService::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
   serving_ = false;
+  TellWatchers(/*last=*/true);
+}
+
+void HealthService::TellWatchers(bool last) {
   for (Watcher* w : watchers_) {
-    w->Send(StatusOf(w->name()), /*last=*/true);
+    // Holding mu_ keeps `w` alive: its OnDone waits in Forget.
+    w->Send(StatusOf(w->name()), last);
   }
 }
 

@@ -45,6 +45,8 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   using ServingStatus = grpc::health::v1::HealthCheckResponse::ServingStatus;
 
   ServingStatus StatusOf(const std::string& service) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends every Watch stream its service's status; with `last`, each ends after it.
+  void TellWatchers(bool last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(Watcher* watcher);
 
   const std::vector<std::string> services_;

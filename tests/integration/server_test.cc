@@ -448,21 +448,17 @@ TEST(ServerLifecycle, HealthIsNotServingUntilTheTablesAreLoaded) {
     EXPECT_EQ(watched, HealthStatus::NOT_SERVING);
   }
   // Every Check answered before the server logs that it serves says NOT_SERVING.
-  auto stub = grpc::health::v1::Health::NewStub(
-      grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  auto client = client::EmbeddingClient::Connect((*server)->target());
   int checks_while_loading = 0;
   for (;;) {
     const bool serving_before = serving_logged();
-    grpc::ClientContext ctx;
-    grpc::health::v1::HealthCheckRequest request;
-    HealthStatus check;
-    const grpc::Status s = stub->Check(&ctx, request, &check);
-    ASSERT_TRUE(s.ok()) << s.error_message();
+    auto check = client->CheckHealth("", absl::Seconds(10));
+    ASSERT_TRUE(check.ok()) << check.status();
     if (serving_before) {
       break;
     }
     if (!serving_logged()) {
-      EXPECT_EQ(check.status(), HealthStatus::NOT_SERVING);
+      EXPECT_EQ(*check, "NOT_SERVING");
       ++checks_while_loading;
     }
   }
