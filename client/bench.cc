@@ -221,6 +221,47 @@ Stats RunClosedLoop(RunState* run) {
   return total;
 }
 
+// The closed loop with blocking calls: one thread per slot waits on its own call.
+Stats RunClosedLoopBlocking(RunState* run) {
+  const int n = run->config->concurrency;
+  std::vector<Stats> stats(n);
+  std::vector<std::thread> threads;
+  threads.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    threads.emplace_back([run, i, &stats] {
+      pb::EmbeddingService::Stub* stub = run->stubs[i % run->stubs.size()].get();
+      pb::LookUpResponse response;
+      while (true) {
+        const int64_t start = NowNanos();
+        if (start >= run->stop_ns) {
+          return;
+        }
+        const bool measured = start >= run->measure_start_ns;
+        if (measured && run->config->requests > 0 &&
+            run->measured_issued.fetch_add(1, std::memory_order_relaxed) >= run->config->requests) {
+          return;
+        }
+        const pb::LookUpRequest& request =
+            run->RequestFor(run->next_seq.fetch_add(1, std::memory_order_relaxed));
+        grpc::ClientContext ctx;
+        run->SetDeadline(&ctx);
+        response.Clear();
+        const grpc::Status status = stub->LookUp(&ctx, request, &response);
+        const int64_t done = NowNanos();
+        if (measured) {
+          stats[i].Add(absl::Nanoseconds(done - start), done, status, response, request.ids_size());
+        }
+      }
+    });
+  }
+  Stats total;
+  for (int i = 0; i < n; ++i) {
+    threads[i].join();
+    total.Merge(stats[i]);
+  }
+  return total;
+}
+
 // Open loop: call i is due at start + i / rps and is started then (or as soon as a slot is
 // free); its latency runs from the due time.
 Stats RunOpenLoop(RunState* run, int64_t start_ns) {
@@ -498,7 +539,9 @@ absl::StatusOr<BenchReport> RunBench(const BenchConfig& config) {
   run.stop_ns = config.requests > 0
                     ? std::numeric_limits<int64_t>::max()
                     : run.measure_start_ns + absl::ToInt64Nanoseconds(config.duration);
-  Stats stats = config.rps > 0 ? RunOpenLoop(&run, start_ns) : RunClosedLoop(&run);
+  Stats stats = config.rps > 0    ? RunOpenLoop(&run, start_ns)
+                : config.blocking ? RunClosedLoopBlocking(&run)
+                                  : RunClosedLoop(&run);
 
   report.requests = static_cast<int64_t>(stats.latencies.count());
   report.duration_s = report.requests > 0

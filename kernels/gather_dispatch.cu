@@ -210,7 +210,8 @@ constexpr int64_t kBulkMaxPieceBytes = 16 << 10;
 constexpr int64_t kOwnerMaxGroupBytes = 200 << 10;
 // Prepares `kernel` for launches with `dyn_bytes` of dynamic shared memory on the current device
 // (raising its limit to the device's opt-in maximum, once) and writes its
-// resident blocks per multiprocessor. Cached per device, kernel and size (a process sees few).
+// resident blocks per multiprocessor: at least 1, else cudaErrorInvalidConfiguration. Cached per
+// device, kernel and size (a process sees few).
 cudaError_t PrepareSmemKernel(const void* kernel, int threads, int64_t dyn_bytes, int optin_bytes,
                               int* blocks_per_sm) {
   struct Entry {
@@ -258,6 +259,9 @@ cudaError_t PrepareSmemKernel(const void* kernel, int threads, int64_t dyn_bytes
     (void)cudaGetLastError();
     return e;
   }
+  if (blocks < 1) {
+    return cudaErrorInvalidConfiguration;  // not cached: the next call says the same
+  }
   if (cache->size() < 256) {
     cache->push_back(Entry{device, kernel, dyn_bytes, blocks});
   }
@@ -279,9 +283,6 @@ cudaError_t LaunchBulkRows(const GatherLaunchShape& shape, const void* d_table, 
                                               shape.smem_per_block_optin, &blocks_per_sm);
       e != cudaSuccess) {
     return e;
-  }
-  if (blocks_per_sm < 1) {
-    return cudaErrorInvalidConfiguration;
   }
   const int64_t total = num_ids * pieces_per_row;
   const int64_t wave = int64_t{shape.num_sms} * blocks_per_sm;
@@ -348,9 +349,6 @@ cudaError_t LaunchRowOwners(const GatherLaunchShape& shape, const void* d_table,
                                               shape.smem_per_block_optin, &blocks_per_sm);
       e != cudaSuccess) {
     return e;
-  }
-  if (blocks_per_sm < 1) {
-    return cudaErrorInvalidConfiguration;
   }
   // Id slices: enough that the grid fills `waves` resident waves, each slice at least 256 ids;
   // or as asked.

@@ -135,7 +135,7 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
   std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
   RETURN_IF_ERROR(Check(cudaSetDevice(device_), "cudaSetDevice"));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
-  slot.zero_copy = slot.out_bytes <= kZeroCopyMaxBytes;
+  slot.zero_copy = slot.out_bytes <= options_.zero_copy_max_bytes;
   if (slot.zero_copy) {
     // One launch: the kernel reads the ids from and writes the rows to mapped pinned memory, so
     // a small batch skips two copies and their launch latency.

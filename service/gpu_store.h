@@ -35,10 +35,6 @@ namespace emb::service {
 
 class GpuStore final : public EmbeddingStore {
  public:
-  // Batches whose answer is at most this size are gathered straight from and into mapped pinned
-  // memory (one launch, no copies); larger ones copy ids in and rows out with the copy engines.
-  static constexpr size_t kZeroCopyMaxBytes = 256 << 10;
-
   // Copies the table onto GPU `device` through a pinned staging buffer, reading the next chunk
   // while the last one is copied. RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it
   // does not fit; INTERNAL with the CUDA error's name for other CUDA failures.

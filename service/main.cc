@@ -61,6 +61,10 @@ ABSL_FLAG(int64_t, completion_poll_us, 500,
           "the next one before it sleeps (one thread at a time). Spares a thread wake-up per "
           "batch (tens of microseconds in a VM) for up to one busy core while requests keep "
           "coming; 0: never poll.");
+ABSL_FLAG(int64_t, zero_copy_max_bytes, 1 << 20,
+          "GPU: a batch whose answer is at most this many bytes runs as one kernel that reads its "
+          "ids from and writes its rows to mapped pinned host memory; larger ones copy ids in and "
+          "rows out with the copy engines.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT: seconds to keep serving with health NOT_SERVING before shutdown.");
 ABSL_FLAG(double, shutdown_timeout_seconds, 10,
@@ -122,6 +126,7 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   c.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
   c.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
+  c.zero_copy_max_bytes = absl::GetFlag(FLAGS_zero_copy_max_bytes);
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   if (c.batcher.answer_threads < 0) {
     c.batcher.answer_threads =

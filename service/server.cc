@@ -43,6 +43,9 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.inflight_batches < 1) {
     return absl::InvalidArgumentError("--inflight_batches must be at least 1");
   }
+  if (c.zero_copy_max_bytes < 0) {
+    return absl::InvalidArgumentError("--zero_copy_max_bytes must not be negative");
+  }
   return absl::OkStatus();
 }
 
@@ -148,6 +151,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.inflight_batches = config.inflight_batches;
   options.completion_poll = config.completion_poll;
+  options.zero_copy_max_bytes = static_cast<size_t>(config.zero_copy_max_bytes);
   options.on_device_lost = [](const std::string& why) {
     DieOnDeviceLoss(g_server_for_device_loss, why);
   };

@@ -35,6 +35,7 @@ struct ServerConfig {
   ServiceLimits limits;
   int inflight_batches = 4;                                  // GPU: batches in flight per table
   absl::Duration completion_poll = absl::Microseconds(500);  // GPU, see StoreOptions
+  int64_t zero_copy_max_bytes = 1 << 20;                     // GPU, see StoreOptions
 };
 
 class EmbeddingServer {

@@ -21,6 +21,10 @@ struct StoreOptions {
   // one before it sleeps (one thread polls at a time). Polling spares a thread wake-up per batch,
   // tens of microseconds in a VM, for up to one busy core while requests keep coming.
   absl::Duration completion_poll = absl::Microseconds(500);
+  // GPU: batches whose answer is at most this many bytes are gathered straight from and into
+  // mapped pinned memory (one launch, no copies); larger ones copy ids in and rows out with the
+  // copy engines.
+  size_t zero_copy_max_bytes = 1 << 20;
   // Called (once, from a store thread) when the device is lost; must not return.
   std::function<void(const std::string& why)> on_device_lost;
 };

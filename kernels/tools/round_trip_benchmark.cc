@@ -20,6 +20,7 @@
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
+#include "kernels/tools/round_trip_probe.h"
 
 namespace {
 
@@ -73,9 +74,34 @@ int main(int argc, char** argv) {
   const emb::kernels::GatherTuning tuning = Must(emb::kernels::GetGatherTuning(0));
   if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) Die("cudaSetDevice", e);
   auto d_table = Must(DeviceBuffer<float>::Allocate(static_cast<size_t>(kRows) * dim));
-  if (cudaError_t e = cudaMemset(d_table.data(), 0x3f, d_table.size_bytes()); e != cudaSuccess) {
+  // Element (r, c) = r + c / 4096: a gathered answer names its rows, so it can be checked.
+  auto value = [dim](int64_t r, int c) { return static_cast<float>(r) + c / 4096.0f; };
+  {
+    std::vector<float> table(static_cast<size_t>(kRows) * dim);
+    for (int64_t r = 0; r < kRows; ++r) {
+      for (int c = 0; c < dim; ++c) {
+        table[r * dim + c] = value(r, c);
+      }
+    }
+    if (cudaError_t e =
+            cudaMemcpy(d_table.data(), table.data(), d_table.size_bytes(), cudaMemcpyHostToDevice);
+        e != cudaSuccess) {
+      Die("cudaMemcpy", e);
+    }
+  }
+  // The probe kernel's end flag (mapped) and its count of finished blocks (device).
+  auto h_flag = Must(PinnedBuffer<unsigned int>::Allocate(1, cudaHostAllocMapped));
+  unsigned int* m_flag = nullptr;
+  if (cudaError_t e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_flag), h_flag.data(), 0);
+      e != cudaSuccess) {
+    Die("cudaHostGetDevicePointer", e);
+  }
+  *h_flag.data() = 0;
+  auto d_blocks_done = Must(DeviceBuffer<unsigned int>::Allocate(1));
+  if (cudaError_t e = cudaMemset(d_blocks_done.data(), 0, sizeof(unsigned int)); e != cudaSuccess) {
     Die("cudaMemset", e);
   }
+  unsigned int seq = 0;
   constexpr unsigned kMapped = cudaHostAllocMapped | cudaHostAllocPortable;
   auto h_ids = Must(PinnedBuffer<int64_t>::Allocate(num_ids, kMapped));
   auto h_out = Must(PinnedBuffer<std::byte>::Allocate(out_bytes, kMapped));
@@ -106,9 +132,21 @@ int main(int argc, char** argv) {
     Must(emb::kernels::LaunchGather(tuning, d_table.data(), DataType::kFloat32, kRows, dim, ids_ptr,
                                     num_ids, out_ptr, DataType::kFloat32, stream.get()));
   };
+  auto probe = [&](bool by_value, bool flag) {
+    if (cudaError_t e = emb::kernels::probe::LaunchProbeGather(
+            d_table.data(), dim, m_ids, by_value ? ids.data() : nullptr, num_ids,
+            reinterpret_cast<float*>(m_out), d_blocks_done.data(), flag ? m_flag : nullptr, ++seq,
+            stream.get());
+        e != cudaSuccess) {
+      Die("probe", e);
+    }
+  };
   struct Way {
     const char* name;
     std::function<void()> enqueue;
+    // How the host learns the end: the end event, recorded after `enqueue` (default), or the
+    // kernel's flag, with the event recorded (not waited on) or not at all.
+    enum class Wait { kEvent, kFlagAndEvent, kFlag } wait = Wait::kEvent;
   };
   const Way ways[] = {
       {"mapped ids, mapped answer, start+end events (GpuStore, small batch)",
@@ -131,6 +169,20 @@ int main(int argc, char** argv) {
        }},
       {"an empty event pair (the floor of a round trip)",
        [&] { cudaEventRecord(start.get(), stream.get()); }},
+      {"probe kernel, mapped ids, mapped answer, end event", [&] { probe(false, false); }},
+      {"probe kernel, mapped ids, mapped answer, kernel's flag", [&] { probe(false, true); },
+       Way::Wait::kFlag},
+      {"probe kernel, ids by value, mapped answer, end event", [&] { probe(true, false); }},
+      {"probe kernel, ids by value, mapped answer, kernel's flag", [&] { probe(true, true); },
+       Way::Wait::kFlag},
+      {"probe kernel, ids by value, mapped answer, kernel's flag (end event recorded too)",
+       [&] { probe(true, true); }, Way::Wait::kFlagAndEvent},
+      {"probe kernel, mapped ids, mapped answer, kernel's flag, start event",
+       [&] {
+         cudaEventRecord(start.get(), stream.get());
+         probe(false, true);
+       },
+       Way::Wait::kFlag},
   };
 
   std::printf(
@@ -139,6 +191,10 @@ int main(int argc, char** argv) {
       num_ids, dim, rounds);
   std::printf("| way | median | p90 | min |\n| --- | ---: | ---: | ---: |\n");
   for (const Way& way : ways) {
+    if (way.wait != Way::Wait::kEvent && num_ids > emb::kernels::probe::kMaxIdsByValue) {
+      continue;
+    }
+    int64_t wrong = 0;  // answers that did not hold their rows when the flag was seen
     std::vector<double> us;
     us.reserve(static_cast<size_t>(rounds));
     for (int r = -rounds / 10; r < rounds; ++r) {  // the first tenth warms up
@@ -148,19 +204,42 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       std::memcpy(h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
       way.enqueue();
-      cudaEventRecord(done.get(), stream.get());
-      cudaError_t e;
-      while ((e = cudaEventQuery(done.get())) == cudaErrorNotReady) {
+      if (way.wait != Way::Wait::kFlag) {
+        cudaEventRecord(done.get(), stream.get());
       }
-      if (e != cudaSuccess) Die(way.name, e);
+      if (way.wait == Way::Wait::kEvent) {
+        cudaError_t e;
+        while ((e = cudaEventQuery(done.get())) == cudaErrorNotReady) {
+        }
+        if (e != cudaSuccess) Die(way.name, e);
+      } else {
+        const volatile unsigned int* flag = h_flag.data();
+        while (*flag != seq) {
+        }
+      }
       const auto t1 = std::chrono::steady_clock::now();
+      if (way.wait != Way::Wait::kEvent) {
+        const auto* out = reinterpret_cast<const volatile float*>(h_out.data());
+        for (int i = 0; i < num_ids; ++i) {
+          if (out[static_cast<size_t>(i) * dim] != value(ids[i], 0) ||
+              out[static_cast<size_t>(i) * dim + dim - 1] != value(ids[i], dim - 1)) {
+            ++wrong;
+            break;
+          }
+        }
+        if (cudaError_t e = cudaStreamSynchronize(stream.get()); e != cudaSuccess) {
+          Die(way.name, e);
+        }
+      }
       if (r >= 0) {
         us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
     }
     std::sort(us.begin(), us.end());
-    std::printf("| %s | %.1f | %.1f | %.1f |\n", way.name, us[us.size() / 2],
-                us[us.size() * 9 / 10], us.front());
+    std::printf(
+        "| %s | %.1f | %.1f | %.1f |%s\n", way.name, us[us.size() / 2], us[us.size() * 9 / 10],
+        us.front(),
+        wrong > 0 ? (" " + std::to_string(wrong) + " answers incomplete at the flag").c_str() : "");
   }
   return 0;
 }

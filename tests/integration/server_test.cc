@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -13,6 +14,7 @@
 
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
+#include "client/bench.h"
 #include "client/embedding_client.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -324,6 +326,26 @@ double Sample(const std::string& metrics, const std::string& series) {
     }
   }
   return -1;
+}
+
+TEST_F(ServerTest, BenchCountsEveryCallWithCallbacksAndWithBlockingThreads) {
+  for (bool blocking : {false, true}) {
+    client::BenchConfig config;
+    config.target = server_->target();
+    config.concurrency = 3;
+    config.blocking = blocking;
+    config.requests = 60;
+    config.warmup = absl::ZeroDuration();
+    config.ids_per_request = 7;
+    absl::StatusOr<client::BenchReport> report = client::RunBench(config);
+    ASSERT_TRUE(report.ok()) << report.status();
+    EXPECT_EQ(report->requests, 60) << "blocking " << blocking;
+    EXPECT_EQ(report->codes, (std::map<std::string, int64_t>{{"OK", 60}}));
+    EXPECT_EQ(report->ok_ids, 60 * 7);
+    EXPECT_EQ(report->payload_bytes, int64_t{60} * 7 * kDim * sizeof(float));
+    EXPECT_EQ(report->latency.count, 60);
+    EXPECT_GT(report->latency.p50, absl::ZeroDuration());
+  }
 }
 
 TEST_F(ServerTest, MetricsCountTheTraffic) {

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <limits>
 #include <random>
 #include <string>
 #include <thread>
@@ -86,29 +87,34 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
   options.max_batch_ids = 4096;
   options.inflight_batches = 2;
   std::mt19937_64 rng(1);
-  for (DataType table_type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-    for (int64_t dim : {1, 3, 128, 300, 4097}) {
-      const int64_t rows = dim > 1000 ? 64 : 1000;
-      auto source = RandomTable(table_type, rows, dim);
-      auto gpu = GpuStore::Create(*source, 0, options);
-      ASSERT_THAT(gpu.status(), IsOk());
-      auto cpu = CpuStore::Create(*source, options.max_batch_ids);
-      ASSERT_THAT(cpu.status(), IsOk());
-      EXPECT_EQ((*gpu)->device(), "cuda:0");
-      std::vector<int64_t> ids(dim > 1000 ? 300 : 4096);
-      for (int64_t& id : ids) {
-        id = static_cast<int64_t>(rng() % rows);
-      }
-      ids[0] = 0;
-      ids[1] = rows - 1;
-      ids[2] = ids[3];
-      for (DataType out : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-        auto got = Gather(**gpu, ids, out);
-        auto want = Gather(**cpu, ids, out);
-        ASSERT_THAT(got.status(), IsOk());
-        ASSERT_THAT(want.status(), IsOk());
-        EXPECT_TRUE(*got == *want)
-            << DataTypeName(table_type) << " -> " << DataTypeName(out) << " dim " << dim;
+  // Every batch through the copy engines, then every batch through mapped pinned memory.
+  for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
+    options.zero_copy_max_bytes = zero_copy_max_bytes;
+    for (DataType table_type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+      for (int64_t dim : {1, 3, 128, 300, 4097}) {
+        const int64_t rows = dim > 1000 ? 64 : 1000;
+        auto source = RandomTable(table_type, rows, dim);
+        auto gpu = GpuStore::Create(*source, 0, options);
+        ASSERT_THAT(gpu.status(), IsOk());
+        auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+        ASSERT_THAT(cpu.status(), IsOk());
+        EXPECT_EQ((*gpu)->device(), "cuda:0");
+        std::vector<int64_t> ids(dim > 1000 ? 300 : 4096);
+        for (int64_t& id : ids) {
+          id = static_cast<int64_t>(rng() % rows);
+        }
+        ids[0] = 0;
+        ids[1] = rows - 1;
+        ids[2] = ids[3];
+        for (DataType out : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+          auto got = Gather(**gpu, ids, out);
+          auto want = Gather(**cpu, ids, out);
+          ASSERT_THAT(got.status(), IsOk());
+          ASSERT_THAT(want.status(), IsOk());
+          EXPECT_TRUE(*got == *want)
+              << DataTypeName(table_type) << " -> " << DataTypeName(out) << " dim " << dim
+              << ", zero-copy up to " << zero_copy_max_bytes << " bytes";
+        }
       }
     }
   }
@@ -118,6 +124,7 @@ TEST_F(GpuStoreTest, ManyBatchesInFlightEachGetTheirRows) {
   StoreOptions options;
   options.max_batch_ids = 2048;
   options.inflight_batches = 4;
+  options.zero_copy_max_bytes = 256 << 10;  // answers of 4 bytes to 768 KB: both paths at once
   auto source = RandomTable(DataType::kFloat32, 5000, 96);
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());

@@ -1,0 +1,28 @@
+// round_trip_benchmark's experimental float32 gather (round_trip_probe.cu). Host header.
+#ifndef EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
+#define EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace emb::kernels::probe {
+
+inline constexpr int kMaxIdsByValue = 256;
+struct IdsByValue {
+  int64_t ids[kMaxIdsByValue];
+};
+
+// Gathers rows of a float32 table (dim a multiple of 4, 16-byte aligned) into `out`. The ids come
+// from `host_ids` by value (at most kMaxIdsByValue) when it is not null, else the kernel reads
+// them at `ids_ptr`. With `flag` not null, the kernel writes `seq` there once every answer write
+// is visible to the host; `blocks_done` is a zeroed device counter for launches of more than one
+// block.
+cudaError_t LaunchProbeGather(const float* d_table, int dim, const int64_t* ids_ptr,
+                              const int64_t* host_ids, int num_ids, float* out,
+                              unsigned int* blocks_done, unsigned int* flag, unsigned int seq,
+                              cudaStream_t stream);
+
+}  // namespace emb::kernels::probe
+
+#endif  // EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
