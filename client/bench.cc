@@ -132,6 +132,17 @@ struct RunState {
 
   const pb::LookUpRequest& RequestFor(int64_t seq) const { return pool[seq % pool.size()]; }
 
+  // A closed-loop slot about to start a call at `now`: false when the run is over for it (past
+  // the stop time, or the measured calls are all issued); else whether the call is measured.
+  bool MayStart(int64_t now, bool* measured) {
+    if (now >= stop_ns) {
+      return false;
+    }
+    *measured = now >= measure_start_ns;
+    return !(*measured && config->requests > 0 &&
+             measured_issued.fetch_add(1, std::memory_order_relaxed) >= config->requests);
+  }
+
   void SetDeadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(absl::ToChronoTime(absl::Now() + config->timeout));
   }
@@ -154,13 +165,7 @@ class Worker {
  private:
   void StartCall() {
     const int64_t now = NowNanos();
-    if (now >= run_->stop_ns) {
-      Finish();
-      return;
-    }
-    measured_ = now >= run_->measure_start_ns;
-    if (measured_ && run_->config->requests > 0 &&
-        run_->measured_issued.fetch_add(1, std::memory_order_relaxed) >= run_->config->requests) {
+    if (!run_->MayStart(now, &measured_)) {
       Finish();
       return;
     }
@@ -233,12 +238,8 @@ Stats RunClosedLoopBlocking(RunState* run) {
       pb::LookUpResponse response;
       while (true) {
         const int64_t start = NowNanos();
-        if (start >= run->stop_ns) {
-          return;
-        }
-        const bool measured = start >= run->measure_start_ns;
-        if (measured && run->config->requests > 0 &&
-            run->measured_issued.fetch_add(1, std::memory_order_relaxed) >= run->config->requests) {
+        bool measured = false;
+        if (!run->MayStart(start, &measured)) {
           return;
         }
         const pb::LookUpRequest& request =
