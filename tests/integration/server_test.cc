@@ -10,6 +10,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/synchronization/blocking_counter.h"
@@ -684,8 +685,19 @@ TEST(ServerLifecycle, HelpListsTheFlags) {
   for (const char* flag :
        {"--table", "--default_table", "--demo_table", "--grpc_address", "--metrics_address",
         "--device", "--max_batch_ids", "--max_queue_delay_us", "--max_queue_ids",
-        "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--drain_seconds"}) {
+        "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--completion_poll_us",
+        "--zero_copy_max_bytes", "--drain_seconds"}) {
     EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
+  }
+}
+
+TEST(ServerLifecycle, BadGpuSettingsStopStartUpNamingTheFlag) {
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--inflight_batches=0", "--inflight_batches must be at least 1"},
+           {"--zero_copy_max_bytes=-1", "--zero_copy_max_bytes must not be negative"}}) {
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
+    EXPECT_NE(exit.code, 0) << flag;
+    EXPECT_THAT(exit.log, HasSubstr(message)) << flag;
   }
 }
 
