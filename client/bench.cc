@@ -340,6 +340,11 @@ absl::Status ValidateConfig(const BenchConfig& c) {
   if (c.connections < 1 || c.concurrency < 1 || c.max_inflight < 1) {
     return absl::InvalidArgumentError("connections, concurrency and max_inflight must be >= 1");
   }
+  if (c.blocking && c.rps == 0 && c.concurrency > kMaxBlockingSlots) {
+    return absl::InvalidArgumentError(absl::StrCat("blocking runs a thread per slot: concurrency ",
+                                                   c.concurrency, " is over the limit of ",
+                                                   kMaxBlockingSlots, "; use callbacks"));
+  }
   if (!(c.rps >= 0) || std::isinf(c.rps)) {
     return absl::InvalidArgumentError("rps must be >= 0 and finite");
   }

@@ -114,6 +114,9 @@ class IdSampler {
   std::optional<ZipfIdSampler> zipf_;
 };
 
+// Slots of a blocking closed loop, at most (each is a thread).
+inline constexpr int kMaxBlockingSlots = 1024;
+
 struct BenchConfig {
   std::string target = "localhost:50051";
   // Channels, each its own TCP connection; calls spread over them round-robin.
@@ -123,7 +126,7 @@ struct BenchConfig {
   // Closed loop only: one thread per slot, each making blocking calls and so polling for its own
   // answer, instead of callbacks on gRPC's threads. Fewer thread hand-offs per call: the lower
   // latency at low concurrency; callbacks scale better to thousands of slots.
-  bool blocking = false;
+  bool blocking = false;  // at most kMaxBlockingSlots slots
   // > 0: open loop at this many calls per second, at most `max_inflight` in flight; a call that
   // waits for a free slot counts the wait in its latency.
   double rps = 0;

@@ -67,7 +67,7 @@ ABSL_FLAG(std::vector<std::string>, shape, {},
 ABSL_FLAG(int32_t, concurrency, 1, "bench: calls kept in flight (closed loop).");
 ABSL_FLAG(bool, blocking, false,
           "bench, closed loop: one thread per slot making blocking calls, instead of callbacks; "
-          "fewer thread hand-offs, so lower latency at low concurrency.");
+          "fewer thread hand-offs, so lower latency at low concurrency (at most 1024 slots).");
 ABSL_FLAG(int32_t, connections, 1, "bench: channels, each its own TCP connection.");
 ABSL_FLAG(double, rps, 0,
           "bench: if > 0, open loop: start calls at this fixed rate and measure latency from "

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -226,6 +227,16 @@ TEST(FormatBenchJson, HasEveryKey) {
   EXPECT_THAT(json, HasSubstr("\"table\":\"t\\\"1\""));
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
+}
+
+TEST(RunBench, RejectsMoreBlockingSlotsThanThreadsItWouldStart) {
+  BenchConfig config;
+  config.target = "127.0.0.1:1";  // never reached: the config is checked first
+  config.blocking = true;
+  config.concurrency = kMaxBlockingSlots + 1;
+  const absl::Status s = RunBench(config).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("limit of 1024"));
 }
 
 TEST(RunBench, RejectsBadConfigBeforeConnecting) {
