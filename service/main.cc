@@ -176,9 +176,10 @@ int main(int argc, char** argv) {
   int signal = 0;
   sigwait(&stop_signals, &signal);
   const double drain = absl::GetFlag(FLAGS_drain_seconds);
+  // Health changes before the log line says so: whoever reads the log may then rely on it.
+  (*server)->SetNotServing();
   LogInfo("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT",
           ": health NOT_SERVING, serving on for ", drain, " s, then shutting down");
-  (*server)->SetNotServing();
   absl::SleepFor(absl::Seconds(drain));
   LogInfo("shutting down: no new calls; finishing calls in progress (timeout ",
           absl::GetFlag(FLAGS_shutdown_timeout_seconds), " s)");
