@@ -15,6 +15,7 @@
 
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/bench.h"
 #include "client/embedding_client.h"
 #include "gmock/gmock.h"
@@ -454,43 +455,74 @@ TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
   EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly"));
 }
 
+// The time stamp of the first log line that contains `text`; nullopt when no such line (yet).
+// Lines look like "2026-11-30T06:40:12.123456Z I message".
+std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& text) {
+  const size_t at = log.find(text);
+  if (at == std::string::npos) {
+    return std::nullopt;
+  }
+  const size_t newline = log.rfind('\n', at);
+  const size_t line_start = newline == std::string::npos ? 0 : newline + 1;
+  const std::string stamp = log.substr(line_start, log.find(' ', line_start) - line_start);
+  absl::Time t;
+  std::string error;
+  if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", stamp, &t, &error)) {
+    ADD_FAILURE() << "no time stamp in log line: " << log.substr(line_start, 80) << ": " << error;
+    return std::nullopt;
+  }
+  return t;
+}
+
 // While the tables load, the port is open and health says NOT_SERVING, to Check and to Watch;
 // Watch then streams SERVING once they are loaded. A demo table of 4M x 16 float32 (256 MB) takes
 // about a second to make.
+//
+// "Once they are loaded" is checked against the clock, not against what the test has read of the
+// log so far (the log reaches the test later than the answers may): every SERVING answer arrives
+// after the time stamp of the line that says the table is loaded, which the server writes before
+// it changes its health.
 TEST(ServerLifecycle, HealthIsNotServingUntilTheTablesAreLoaded) {
   auto server =
       ServerProcess::Start({"--demo_table=4000000x16"}, absl::Seconds(120), "gRPC listening on");
   ASSERT_TRUE(server.ok()) << server.status();
-  auto serving_logged = [&] {
-    return (*server)->log().find("health SERVING") != std::string::npos;
+  std::vector<absl::Time> serving_answers;  // when each SERVING answer arrived
+  int not_serving_answers = 0;
+  auto record = [&](bool serving) {
+    if (serving) {
+      serving_answers.push_back(absl::Now());
+    } else {
+      ++not_serving_answers;
+    }
   };
+
   HealthWatch watch((*server)->target(), "", absl::Seconds(120));
   std::optional<HealthStatus::ServingStatus> watched = watch.Next();
-  const bool loaded_before_first_read = serving_logged();
-  if (!loaded_before_first_read) {
-    EXPECT_EQ(watched, HealthStatus::NOT_SERVING);
-  }
-  // Every Check answered before the server logs that it serves says NOT_SERVING.
+  ASSERT_TRUE(watched.has_value()) << "the Watch ended at once";
+  record(*watched == HealthStatus::SERVING);
   auto client = client::EmbeddingClient::Connect((*server)->target());
-  int checks_while_loading = 0;
   for (;;) {
-    const bool serving_before = serving_logged();
     auto check = client->CheckHealth("", absl::Seconds(10));
     ASSERT_TRUE(check.ok()) << check.status();
-    if (serving_before) {
+    ASSERT_THAT(*check, ::testing::AnyOf("SERVING", "NOT_SERVING"));
+    record(*check == "SERVING");
+    if (*check == "SERVING") {
       break;
     }
-    if (!serving_logged()) {
-      EXPECT_EQ(*check, "NOT_SERVING");
-      ++checks_while_loading;
-    }
   }
-  EXPECT_GT(checks_while_loading + (loaded_before_first_read ? 0 : 1), 0)
-      << "the table loaded before any health answer; make it larger";
   while (watched != HealthStatus::SERVING) {
     watched = watch.Next();
     ASSERT_TRUE(watched.has_value()) << "the Watch ended before SERVING";
+    record(*watched == HealthStatus::SERVING);
   }
+
+  ASSERT_TRUE((*server)->WaitForLog("health SERVING", absl::Seconds(10))) << (*server)->log();
+  const std::optional<absl::Time> loaded = LoggedAt((*server)->log(), "table 'demo' loaded");
+  ASSERT_TRUE(loaded.has_value()) << (*server)->log();
+  for (absl::Time answered : serving_answers) {
+    EXPECT_GE(answered, *loaded) << "SERVING before the table was loaded\n" << (*server)->log();
+  }
+  EXPECT_GT(not_serving_answers, 0) << "the table loaded before any health answer; make it larger";
 }
 
 // A Watch stream gets NOT_SERVING when the server starts draining, and is ended by the server at
