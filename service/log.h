@@ -12,10 +12,13 @@
 
 namespace emb::service {
 
+// The time stamp that starts each line (absl::FormatTime / absl::ParseTime), in UTC.
+inline constexpr char kLogTimeFormat[] = "%Y-%m-%dT%H:%M:%E6SZ";
+
 template <typename... Args>
 void Log(char severity, const Args&... args) {
   const std::string line =
-      absl::StrCat(absl::FormatTime("%Y-%m-%dT%H:%M:%E6SZ", absl::Now(), absl::UTCTimeZone()), " ",
+      absl::StrCat(absl::FormatTime(kLogTimeFormat, absl::Now(), absl::UTCTimeZone()), " ",
                    std::string(1, severity), " ", args..., "\n");
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);

@@ -23,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
+#include "service/log.h"
 #include "service/table_source.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
@@ -456,7 +457,7 @@ TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
 }
 
 // The time stamp of the first log line that contains `text`; nullopt when no such line (yet).
-// Lines look like "2026-11-30T06:40:12.123456Z I message".
+// Lines look like "2026-11-30T06:40:12.123456Z I message" (service/log.h).
 std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& text) {
   const size_t at = log.find(text);
   if (at == std::string::npos) {
@@ -467,7 +468,7 @@ std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& te
   const std::string stamp = log.substr(line_start, log.find(' ', line_start) - line_start);
   absl::Time t;
   std::string error;
-  if (!absl::ParseTime("%Y-%m-%dT%H:%M:%E*SZ", stamp, &t, &error)) {
+  if (!absl::ParseTime(service::kLogTimeFormat, stamp, &t, &error)) {
     ADD_FAILURE() << "no time stamp in log line: " << log.substr(line_start, 80) << ": " << error;
     return std::nullopt;
   }
