@@ -189,8 +189,10 @@ void GpuStore::Release(Slot* slot) {
 
 void GpuStore::Complete() {
   (void)cudaSetDevice(device_);
+  bool answered = false;
   for (;;) {
-    Slot* slot = NextInFlight();
+    // A thread that has just answered a batch may poll for the next one instead of sleeping.
+    Slot* slot = NextInFlight(/*may_poll=*/answered);
     if (slot == nullptr) {
       return;
     }
@@ -213,19 +215,31 @@ void GpuStore::Complete() {
                 : absl::Span<const std::byte>(),
          times);
     Release(slot);
-    PollForWork();
+    answered = true;
   }
 }
 
-GpuStore::Slot* GpuStore::NextInFlight() {
+GpuStore::Slot* GpuStore::NextInFlight(bool may_poll) {
+  // While a thread polls, a batch that arrives is its to take: waking a sleeper for it is what
+  // polling saves. `polling_` changes only under mu_, so that the sleepers' condition below is a
+  // function of state mu_ guards, as absl::Condition requires (an atomic read there once broke
+  // the Mutex's waiter bookkeeping under load).
+  bool poll = false;
+  if (may_poll && options_.completion_poll > absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    poll = !polling_ && !stopping_ && in_flight_.empty();
+    polling_ = polling_ || poll;
+  }
+  if (poll) {
+    PollForWork();
+  }
   absl::MutexLock lock(&mu_);
-  // While a thread polls, the batch is its to take: waking a sleeper for it is what polling
-  // saves. The poller stops polling before it takes the batch here, so that this unlock wakes a
-  // sleeper for any batch behind it.
+  if (poll) {
+    polling_ = false;  // the unlock below wakes a sleeper for any batch behind the one taken
+  }
   mu_.Await(absl::Condition(
       +[](GpuStore* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-        return s->stopping_ ||
-               (!s->in_flight_.empty() && !s->polling_.load(std::memory_order_acquire));
+        return s->stopping_ || (!s->in_flight_.empty() && !s->polling_);
       },
       this));
   if (in_flight_.empty()) {
@@ -237,11 +251,7 @@ GpuStore::Slot* GpuStore::NextInFlight() {
   return slot;
 }
 
-void GpuStore::PollForWork() {
-  if (options_.completion_poll <= absl::ZeroDuration() ||
-      polling_.exchange(true, std::memory_order_acquire)) {
-    return;
-  }
+void GpuStore::PollForWork() const {
   const auto until =
       std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.completion_poll);
   while (in_flight_size_.load(std::memory_order_acquire) == 0 &&
@@ -250,7 +260,6 @@ void GpuStore::PollForWork() {
     __builtin_ia32_pause();
 #endif
   }
-  polling_.store(false, std::memory_order_release);
 }
 
 GpuStore::~GpuStore() {

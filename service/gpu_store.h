@@ -75,10 +75,11 @@ class GpuStore final : public EmbeddingStore {
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type);
   void Complete();
-  // The next batch in flight, in enqueue order; nullptr once stopping with none left.
-  Slot* NextInFlight();
-  // Polls for a batch in flight for up to options_.completion_poll, unless another thread polls.
-  void PollForWork();
+  // The next batch in flight, in enqueue order; nullptr once stopping with none left. With
+  // `may_poll`, and no other thread polling, polls (see PollForWork) before it sleeps.
+  Slot* NextInFlight(bool may_poll);
+  // Spins, without mu_, until a batch is in flight or options_.completion_poll has passed.
+  void PollForWork() const;
   void Release(Slot* slot);
   // A sticky error ends the process through on_device_lost; other errors are returned.
   absl::Status Check(cudaError_t e, const char* what);
@@ -99,7 +100,8 @@ class GpuStore final : public EmbeddingStore {
   std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
   std::deque<Slot*> in_flight_ ABSL_GUARDED_BY(mu_);  // in enqueue order
   std::atomic<size_t> in_flight_size_{0};             // in_flight_.size(), read without mu_
-  std::atomic<bool> polling_{false};
+  // A completion thread is polling for the next batch; sleepers leave new batches to it.
+  bool polling_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> completers_;
 };
