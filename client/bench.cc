@@ -483,7 +483,7 @@ absl::StatusOr<BenchReport> RunBench(const BenchConfig& config) {
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   const auto connect_deadline = absl::ToChronoTime(absl::Now() + config.timeout);
   for (int i = 0; i < config.connections; ++i) {
-    channels.push_back(CreateInsecureChannel(config.target, i));
+    channels.push_back(CreateChannel(config.target, config.tls, i));
     if (!channels.back()->WaitForConnected(connect_deadline)) {
       return absl::UnavailableError(absl::StrCat("could not connect to ", config.target, " within ",
                                                  absl::FormatDuration(config.timeout)));

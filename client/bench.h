@@ -24,6 +24,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/embedding_client.h"
 #include "kernels/data_type.h"
 
 namespace emb::client {
@@ -119,6 +120,8 @@ inline constexpr int kMaxBlockingSlots = 1024;
 
 struct BenchConfig {
   std::string target = "localhost:50051";
+  // nullopt: plaintext; else every channel speaks TLS with these settings.
+  std::optional<TlsOptions> tls;
   // Channels, each its own TCP connection; calls spread over them round-robin.
   int connections = 1;
   // Closed loop: calls kept in flight.

@@ -87,9 +87,25 @@ grpc::ChannelArguments DefaultChannelArguments(int connection_id) {
   return args;
 }
 
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const std::optional<TlsOptions>& tls,
+                                             int connection_id) {
+  grpc::ChannelArguments args = DefaultChannelArguments(connection_id);
+  if (!tls.has_value()) {
+    return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  }
+  grpc::SslCredentialsOptions options;
+  options.pem_root_certs = tls->root_certs;
+  options.pem_cert_chain = tls->cert_chain;
+  options.pem_private_key = tls->private_key;
+  if (!tls->server_name.empty()) {
+    args.SetSslTargetNameOverride(tls->server_name);
+  }
+  return grpc::CreateCustomChannel(target, grpc::SslCredentials(options), args);
+}
+
 std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target, int connection_id) {
-  return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(),
-                                   DefaultChannelArguments(connection_id));
+  return CreateChannel(target, std::nullopt, connection_id);
 }
 
 void ToLookUpRequest(const LookUpRequestSpec& spec, pb::LookUpRequest* out) {
@@ -131,8 +147,9 @@ EmbeddingClient::EmbeddingClient(std::shared_ptr<grpc::Channel> channel)
       stub_(pb::EmbeddingService::NewStub(channel_)),
       health_stub_(grpc::health::v1::Health::NewStub(channel_)) {}
 
-std::unique_ptr<EmbeddingClient> EmbeddingClient::Connect(const std::string& target) {
-  return std::make_unique<EmbeddingClient>(CreateInsecureChannel(target));
+std::unique_ptr<EmbeddingClient> EmbeddingClient::Connect(const std::string& target,
+                                                          const std::optional<TlsOptions>& tls) {
+  return std::make_unique<EmbeddingClient>(CreateChannel(target, tls));
 }
 
 absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(absl::string_view table,

@@ -69,8 +69,28 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 // so that channels with different ids never share a TCP connection.
 grpc::ChannelArguments DefaultChannelArguments(int connection_id = -1);
 
-// An insecure channel to `target` ("host:port", "dns:///host:port", "unix:/path") built with
-// DefaultChannelArguments(connection_id).
+// TLS settings of a channel, as PEM text (not file paths).
+struct TlsOptions {
+  // CA certificate(s) the server's certificate must chain to; empty: gRPC's default roots
+  // ($GRPC_DEFAULT_SSL_ROOTS_FILE_PATH, else the system's).
+  std::string root_certs;
+  // For mutual TLS: the client's certificate (chain) and its private key, both or neither.
+  std::string cert_chain;
+  std::string private_key;
+  // The name the server's certificate must carry, instead of the target's host (e.g. calling
+  // 10.0.0.7:50051 whose certificate names "embeddings.internal"); empty: the target's host.
+  std::string server_name;
+};
+
+// A channel to `target` ("host:port", "dns:///host:port", "unix:/path") built with
+// DefaultChannelArguments(connection_id): plaintext if `tls` is nullopt, else TLS with `tls`.
+// A certificate the server refuses, or a server certificate that does not verify, shows up as
+// UNAVAILABLE on the calls.
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const std::optional<TlsOptions>& tls,
+                                             int connection_id = -1);
+
+// CreateChannel(target, std::nullopt, connection_id).
 std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target,
                                                      int connection_id = -1);
 
@@ -86,9 +106,11 @@ class EmbeddingClient {
   // Uses `channel` for both services.
   explicit EmbeddingClient(std::shared_ptr<grpc::Channel> channel);
 
-  // A client on CreateInsecureChannel(target). Connects lazily: an unreachable target shows up as
-  // UNAVAILABLE or DEADLINE_EXCEEDED on the first call.
-  static std::unique_ptr<EmbeddingClient> Connect(const std::string& target);
+  // A client on CreateChannel(target, tls): plaintext unless `tls` is given. Connects lazily: an
+  // unreachable target, or a failed TLS handshake, shows up as UNAVAILABLE or DEADLINE_EXCEEDED on
+  // the first call.
+  static std::unique_ptr<EmbeddingClient> Connect(
+      const std::string& target, const std::optional<TlsOptions>& tls = std::nullopt);
 
   EmbeddingClient(const EmbeddingClient&) = delete;
   EmbeddingClient& operator=(const EmbeddingClient&) = delete;

@@ -9,6 +9,8 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -55,6 +57,16 @@ using emb::client::FlagDuration;
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
 ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
           "Deadline of each call: seconds, or a duration such as 500ms.");
+ABSL_FLAG(bool, tls, false,
+          "Speak TLS to the server (implied by any --tls_* flag); without --tls_ca the server's "
+          "certificate must chain to gRPC's default roots.");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM CA certificate(s) that the server's certificate must be signed by (turns TLS on).");
+ABSL_FLAG(std::string, tls_cert, "",
+          "Mutual TLS: PEM certificate (chain) of this client, with --tls_key.");
+ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: PEM private key of --tls_cert.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "Name the server's certificate must carry, instead of --target's host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
           "Answer type: float32, float16 or bfloat16; empty means the table's own type.");
@@ -134,6 +146,51 @@ absl::Status ReadIdsFile(const std::string& path, std::vector<int64_t>* ids) {
   std::vector<std::string> tokens =
       absl::StrSplit(text.str(), absl::ByAnyChar(" \t\r\n,"), absl::SkipEmpty());
   return ParseIds(tokens, ids);
+}
+
+// The contents of the PEM file that `flag` names; empty for an empty path.
+absl::StatusOr<std::string> ReadTlsFile(absl::string_view flag, const std::string& path) {
+  if (path.empty()) {
+    return std::string();
+  }
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  if (in) {
+    text << in.rdbuf();
+  }
+  if (!in || text.str().empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(flag, "=", path, ": cannot read it, or it is empty"));
+  }
+  return text.str();
+}
+
+// The channel's TLS settings from the --tls* flags; nullopt (plaintext) when none is given.
+absl::StatusOr<std::optional<TlsOptions>> TlsFromFlags() {
+  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
+  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
+  const std::string key = absl::GetFlag(FLAGS_tls_key);
+  TlsOptions tls;
+  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
+  if (!absl::GetFlag(FLAGS_tls) && ca.empty() && cert.empty() && key.empty() &&
+      tls.server_name.empty()) {
+    return std::optional<TlsOptions>();
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(cert.empty() ? "--tls_key" : "--tls_cert", " is given without ",
+                     cert.empty() ? "--tls_cert" : "--tls_key", ": mutual TLS needs both"));
+  }
+  for (auto [flag, path, out] : {std::make_tuple("--tls_ca", &ca, &tls.root_certs),
+                                 std::make_tuple("--tls_cert", &cert, &tls.cert_chain),
+                                 std::make_tuple("--tls_key", &key, &tls.private_key)}) {
+    absl::StatusOr<std::string> text = ReadTlsFile(flag, *path);
+    if (!text.ok()) {
+      return text.status();
+    }
+    *out = *std::move(text);
+  }
+  return std::optional<TlsOptions>(std::move(tls));
 }
 
 int Fail(absl::string_view command, const absl::Status& status) {
@@ -225,12 +282,13 @@ int HealthCommand(EmbeddingClient& client, const std::vector<std::string>& args)
   return *status == "SERVING" ? 0 : 2;
 }
 
-int BenchCommand(const std::vector<std::string>& args) {
+int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions> tls) {
   if (!args.empty()) {
     return Fail("bench", absl::InvalidArgumentError("takes no arguments, only flags"));
   }
   BenchConfig config;
   config.target = absl::GetFlag(FLAGS_target);
+  config.tls = std::move(tls);
   config.connections = absl::GetFlag(FLAGS_connections);
   config.concurrency = absl::GetFlag(FLAGS_concurrency);
   config.blocking = absl::GetFlag(FLAGS_blocking);
@@ -280,10 +338,15 @@ int Main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
-  if (command == "bench") {
-    return BenchCommand(args);
+  absl::StatusOr<std::optional<TlsOptions>> tls = TlsFromFlags();
+  if (!tls.ok()) {
+    return Fail(command, tls.status());
   }
-  std::unique_ptr<EmbeddingClient> client = EmbeddingClient::Connect(absl::GetFlag(FLAGS_target));
+  if (command == "bench") {
+    return BenchCommand(args, *std::move(tls));
+  }
+  std::unique_ptr<EmbeddingClient> client =
+      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);
   if (command == "lookup") {
     return LookUpCommand(*client, args);
   }

@@ -65,6 +65,13 @@ ABSL_FLAG(int64_t, zero_copy_max_bytes, 1 << 20,
           "GPU: a batch whose answer is at most this many bytes runs as one kernel that reads its "
           "ids from and writes its rows to mapped pinned host memory; larger ones copy ids in and "
           "rows out with the copy engines.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) of the server: with --tls_key, the gRPC port speaks TLS. "
+          "Empty: plaintext. The metrics port stays plain HTTP.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key (unencrypted) of --tls_cert.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s): with --tls_cert and --tls_key, mutual TLS; every client must "
+          "present a certificate signed by one of them.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM/SIGINT: seconds to keep serving with health NOT_SERVING before shutdown.");
 ABSL_FLAG(double, shutdown_timeout_seconds, 10,
@@ -128,6 +135,9 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
   c.zero_copy_max_bytes = absl::GetFlag(FLAGS_zero_copy_max_bytes);
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
+  c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  c.tls_key = absl::GetFlag(FLAGS_tls_key);
+  c.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
   if (c.batcher.answer_threads < 0) {
     c.batcher.answer_threads =
         std::min(8, static_cast<int>(std::thread::hardware_concurrency()) / 4);

@@ -13,6 +13,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/log.h"
+#include "service/server_credentials.h"
 #include "service/status_macros.h"
 #include "service/store_factory.h"
 
@@ -105,9 +106,11 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  ASSIGN_OR_RETURN(GrpcPortCredentials port_credentials,
+                   MakeGrpcPortCredentials(config.tls_cert, config.tls_key, config.tls_client_ca));
+  LogInfo("gRPC port: ", port_credentials.description);
   grpc::ServerBuilder builder;
-  builder.AddListeningPort(config.grpc_address, grpc::InsecureServerCredentials(),
-                           &server->grpc_port_);
+  builder.AddListeningPort(config.grpc_address, port_credentials.credentials, &server->grpc_port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());  // NOT_SERVING until the tables are loaded
   const int64_t max_receive = config.limits.max_request_ids * 10 + kMessageSlack;

@@ -36,13 +36,19 @@ struct ServerConfig {
   int inflight_batches = 4;                                  // GPU: batches in flight per table
   absl::Duration completion_poll = absl::Microseconds(500);  // GPU, see StoreOptions
   int64_t zero_copy_max_bytes = 1 << 20;                     // GPU, see StoreOptions
+  // TLS on the gRPC port, as PEM file paths. No cert and key: plaintext. Cert and key: TLS.
+  // With client_ca too: mutual TLS, clients must present a certificate signed by that CA.
+  std::string tls_cert;       // the server's certificate (chain)
+  std::string tls_key;        // its private key, unencrypted
+  std::string tls_client_ca;  // CA certificate(s) that client certificates must chain to
 };
 
 class EmbeddingServer {
  public:
   // Starts the server; returns once every table is loaded and health says SERVING.
   // Errors: a broken table file (before any port opens), a table that does not fit its device,
-  // a port that cannot be bound, an inconsistent config (INVALID_ARGUMENT).
+  // a port that cannot be bound, an inconsistent config or an unusable TLS file
+  // (INVALID_ARGUMENT, naming the flag).
   static absl::StatusOr<std::unique_ptr<EmbeddingServer>> Start(const ServerConfig& config);
   ~EmbeddingServer();
 

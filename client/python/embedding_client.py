@@ -7,7 +7,14 @@ Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1
     with EmbeddingClient("localhost:50051") as c:
         rows = c.look_up([[1, 2], [3, 4]], dtype="float32")   # numpy array [2, 2, dim]
 
+Over TLS (the server's --tls_cert/--tls_key), and mutual TLS (its --tls_client_ca):
+
+    EmbeddingClient("localhost:50051", tls_ca="ca.pem")                      # TLS
+    EmbeddingClient("localhost:50051", tls_ca="ca.pem",
+                    tls_cert="client.pem", tls_key="client.key")              # mutual TLS
+
 Errors are grpc.RpcError with the server's code and message (e.g. OUT_OF_RANGE naming the id).
+A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILABLE.
 """
 
 import grpc
@@ -25,14 +32,40 @@ _DTYPES = {
 _BY_ENUM = {v[0]: k for k, v in _DTYPES.items()}
 
 
+def _pem(value):
+    """PEM bytes from a path or from bytes; None stays None."""
+    if value is None or isinstance(value, bytes):
+        return value
+    with open(value, "rb") as f:
+        return f.read()
+
+
 class EmbeddingClient:
     """Thread-safe; one channel, reused for every call."""
 
-    def __init__(self, target, timeout=5.0):
-        self._channel = grpc.insecure_channel(
-            target,
-            options=[("grpc.max_receive_message_length", -1),
-                     ("grpc.max_send_message_length", -1)])
+    def __init__(self, target, timeout=5.0, tls=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None):
+        """tls: speak TLS; None means "if any tls_* argument is given". tls_ca: the CA the
+        server's certificate must be signed by (None: gRPC's default roots). tls_cert, tls_key:
+        the client's certificate and key, for mutual TLS (both or neither). Each is a PEM file's
+        path or its bytes. tls_server_name: the name the server's certificate must carry, instead
+        of the target's host.
+        """
+        options = [("grpc.max_receive_message_length", -1),
+                   ("grpc.max_send_message_length", -1)]
+        if tls is None:
+            tls = any(a is not None for a in (tls_ca, tls_cert, tls_key, tls_server_name))
+        if not tls:
+            self._channel = grpc.insecure_channel(target, options=options)
+        else:
+            if (tls_cert is None) != (tls_key is None):
+                raise ValueError("tls_cert and tls_key go together: mutual TLS needs both")
+            if tls_server_name is not None:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_pem(tls_ca), private_key=_pem(tls_key),
+                certificate_chain=_pem(tls_cert))
+            self._channel = grpc.secure_channel(target, credentials, options=options)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
         self._timeout = timeout
 
