@@ -78,7 +78,7 @@ BioPtr MemoryBio(const std::string& text) {
   return BioPtr(BIO_new_mem_buf(text.data(), static_cast<int>(text.size())));
 }
 
-// The first certificate in PEM `text`, with its subject; INVALID_ARGUMENT if there is none.
+// The first certificate in PEM `text`; INVALID_ARGUMENT if there is none.
 absl::StatusOr<X509Ptr> FirstCertificate(absl::string_view flag, const std::string& path,
                                          const std::string& text) {
   BioPtr bio = MemoryBio(text);
