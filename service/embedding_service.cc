@@ -1,10 +1,9 @@
-#include "service/embedding_service.h"
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "service/embedding_service.h"
 #include "service/grpc_status.h"
 #include "service/lookup_answer.h"
 
@@ -14,6 +13,10 @@ namespace {
 using embedding::v1::ListTablesRequest;
 using embedding::v1::ListTablesResponse;
 using embedding::v1::LookUpRequest;
+
+absl::Status ShuttingDown() {
+  return absl::UnavailableError("the server is shutting down; retry on another replica");
+}
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
@@ -28,6 +31,45 @@ EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metric
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
   tables_.store(tables, std::memory_order_release);
+}
+
+void EmbeddingServiceImpl::HoldNewCalls() {
+  absl::MutexLock lock(&mu_);
+  gate_.store(Gate::kHold, std::memory_order_release);
+}
+
+void EmbeddingServiceImpl::RefuseCalls() {
+  std::vector<grpc::ServerUnaryReactor*> held;
+  {
+    absl::MutexLock lock(&mu_);
+    gate_.store(Gate::kRefuse, std::memory_order_release);
+    held.swap(held_);
+  }
+  for (grpc::ServerUnaryReactor* reactor : held) {
+    reactor->Finish(ToGrpcStatus(ShuttingDown()));
+  }
+}
+
+int64_t EmbeddingServiceImpl::held_calls() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(held_.size());
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::HoldOrRefuse(grpc::CallbackServerContext* ctx) {
+  if (gate_.load(std::memory_order_acquire) == Gate::kOpen) {
+    return nullptr;  // the common case, one load
+  }
+  absl::MutexLock lock(&mu_);
+  switch (gate_.load(std::memory_order_relaxed)) {
+    case Gate::kOpen:
+      return nullptr;
+    case Gate::kHold:
+      held_.push_back(ctx->DefaultReactor());
+      return held_.back();
+    case Gate::kRefuse:
+      break;
+  }
+  return FinishNow(ctx, ShuttingDown());
 }
 
 absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& name) const {
@@ -136,6 +178,9 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     DataType out_type;
     std::string rows;
   };
+  if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
+    return reactor;
+  }
   auto call = std::make_unique<Call>();
   grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer
   grpc::ProtoBufferReader reader(&copy);
@@ -188,6 +233,9 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
 grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerContext* ctx,
                                                            const ListTablesRequest* /*request*/,
                                                            ListTablesResponse* response) {
+  if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
+    return reactor;
+  }
   std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
   if (tables == nullptr) {
     return FinishNow(ctx, absl::UnavailableError("tables are still loading; retry shortly"));

@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "embedding/v1/embedding_service.grpc.pb.h"
 #include "service/batcher.h"
 #include "service/embedding_store.h"
@@ -44,6 +45,15 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
   // Makes the tables servable; until then LookUp answers UNAVAILABLE. Call once.
   void SetTables(std::vector<ServedTable>* tables);
 
+  // Shutdown, in two steps around gRPC's own (see EmbeddingServer::Shutdown). HoldNewCalls: calls
+  // that arrive from now on are held, unanswered; calls already accepted carry on. RefuseCalls,
+  // once gRPC has sent its GOAWAY: the held calls, and any later ones, get UNAVAILABLE, which
+  // clients retry elsewhere. Holding keeps a caller that waits for its answer from sending a
+  // call that would reach gRPC after its shutdown began, which gRPC would answer CANCELLED.
+  void HoldNewCalls();
+  void RefuseCalls();
+  int64_t held_calls() const;
+
   grpc::ServerUnaryReactor* LookUp(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
@@ -52,15 +62,22 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
                                        embedding::v1::ListTablesResponse* response) override;
 
  private:
+  // Holds or refuses the call while shutting down (see HoldNewCalls): its reactor, else nullptr.
+  grpc::ServerUnaryReactor* HoldOrRefuse(grpc::CallbackServerContext* ctx);
   // The table a request names, or NOT_FOUND.
   absl::StatusOr<ServedTable*> FindTable(const std::string& name) const;
   // Checks `request` against `table` and the limits; on error counts the rejected ids.
   absl::Status Validate(const embedding::v1::LookUpRequest& request, const ServedTable& table,
                         DataType* out_type) const;
 
+  enum class Gate { kOpen, kHold, kRefuse };
+
   const ServiceLimits limits_;
   Metrics* const metrics_;
   std::atomic<std::vector<ServedTable>*> tables_{nullptr};
+  std::atomic<Gate> gate_{Gate::kOpen};  // read without mu_ on every call; changed under mu_
+  mutable absl::Mutex mu_;
+  std::vector<grpc::ServerUnaryReactor*> held_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace emb::service

@@ -138,9 +138,17 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   c.tls_key = absl::GetFlag(FLAGS_tls_key);
   c.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
-  if (c.batcher.answer_threads < 0) {
+  if (c.batcher.answer_threads == -1) {
     c.batcher.answer_threads =
         std::min(8, static_cast<int>(std::thread::hardware_concurrency()) / 4);
+  }
+  for (const auto& [name, seconds] :
+       {std::pair<const char*, double>{"--drain_seconds", absl::GetFlag(FLAGS_drain_seconds)},
+        {"--shutdown_timeout_seconds", absl::GetFlag(FLAGS_shutdown_timeout_seconds)}}) {
+    if (!(seconds >= 0 && seconds <= 86400)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, "=", seconds, ": must be in [0, 86400] seconds"));
+    }
   }
   return c;
 }

@@ -1,13 +1,21 @@
 #include "service/server.h"
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/security/server_credentials.h"
@@ -22,10 +30,31 @@ namespace {
 
 constexpr char kServiceName[] = "embedding.v1.EmbeddingService";
 
+// Shutdown: how long the service holds new calls at most (see Shutdown), and how long no new
+// call must arrive before it stops holding.
+constexpr absl::Duration kMaxHold = absl::Seconds(1);
+constexpr absl::Duration kHoldQuiet = absl::Milliseconds(100);
+// Shutdown: how long after the last answer the connections that clients left open are cut.
+constexpr absl::Duration kCloseGrace = absl::Seconds(1);
+
 // Room in a message around the payload: field tags, the shape, the table name.
 constexpr int64_t kMessageSlack = 64 << 10;
 
+// `address` is HOST:PORT with a port in [0, 65535] (0: any free port).
+absl::Status CheckAddress(const char* flag, const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) ||
+      port < 0 || port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        flag, "=", address, ": expected HOST:PORT with a port in [0, 65535], e.g. 0.0.0.0:50051"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckConfig(const ServerConfig& c) {
+  RETURN_IF_ERROR(CheckAddress("--grpc_address", c.grpc_address));
+  RETURN_IF_ERROR(CheckAddress("--metrics_address", c.metrics_address));
   if (c.batcher.max_batch_ids <= 0 || c.limits.max_request_ids <= 0 ||
       c.limits.max_request_ids > c.batcher.max_batch_ids) {
     return absl::InvalidArgumentError(absl::StrCat("--max_request_ids (", c.limits.max_request_ids,
@@ -47,15 +76,63 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.zero_copy_max_bytes < 0) {
     return absl::InvalidArgumentError("--zero_copy_max_bytes must not be negative");
   }
+  if (c.batcher.max_queue_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_queue_delay_us must not be negative");
+  }
+  if (c.completion_poll < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--completion_poll_us must not be negative");
+  }
+  if (c.batcher.answer_threads < 0) {
+    return absl::InvalidArgumentError("--answer_threads must be -1 (automatic) or at least 0");
+  }
   return absl::OkStatus();
+}
+
+// Why `address` ("host:port") cannot be bound, asked of the OS after gRPC failed to: a busy port
+// or a foreign address reads better than gRPC's "cannot listen". Empty if the OS sees no reason.
+std::string WhyCannotBind(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = address.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  addrinfo hints{};
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  if (int e = getaddrinfo(host.empty() ? nullptr : host.c_str(), address.c_str() + colon + 1,
+                          &hints, &found);
+      e != 0) {
+    return gai_strerror(e);
+  }
+  std::string why;
+  for (addrinfo* a = found; a != nullptr && why.empty(); a = a->ai_next) {
+    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) {
+      continue;
+    }
+    const int on = 1;
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));  // as gRPC does
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0) {
+      why = errno == EADDRINUSE ? "the port is in use (another server already listens on it?)"
+                                : std::strerror(errno);
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return why;
 }
 
 // Opens every table file and checks its header; nothing is read beyond the headers.
 absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const ServerConfig& c) {
   std::vector<std::unique_ptr<TableSource>> sources;
   if (c.tables.empty()) {
-    if (c.demo_rows <= 0 || c.demo_dim <= 0) {
-      return absl::InvalidArgumentError("--demo_table must be ROWSxDIM with both positive");
+    int64_t bytes = 0;
+    if (c.demo_rows <= 0 || c.demo_dim <= 0 ||
+        __builtin_mul_overflow(c.demo_rows, c.demo_dim * int64_t{sizeof(float)}, &bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("--demo_table=", c.demo_rows, "x", c.demo_dim,
+                                                     ": ROWS and DIM must be positive and the "
+                                                     "table's bytes must fit in 64 bits"));
     }
     sources.push_back(TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed));
     return sources;
@@ -116,12 +193,17 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   const int64_t max_receive = config.limits.max_request_ids * 10 + kMessageSlack;
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_receive, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(config.limits.max_response_bytes + kMessageSlack));
+  // gRPC sets SO_REUSEPORT by default, so that a second server on a busy port would start
+  // without a word and take part of its traffic. A busy port must stop start-up instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(server->metrics_->InterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
-    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on ", config.grpc_address));
+    const std::string why = WhyCannotBind(config.grpc_address);
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on --grpc_address=",
+                                               config.grpc_address, why.empty() ? "" : ": ", why));
   }
   try {
     server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_address);
@@ -194,32 +276,64 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     health_->Shutdown();  // NOT_SERVING, and the Watch streams end
   }
   if (server_ != nullptr) {
-    // gRPC stops accepting calls at once, but its Shutdown also waits, up to the deadline, for
-    // clients to close their idle connections. Once every accepted call is answered there is
-    // nothing left to wait for, so cut the connections then.
-    std::thread closer([this, deadline] {
-      while (metrics_->active_calls() > 0 && absl::Now() < deadline && !shutdown_done_.load()) {
-        absl::SleepFor(absl::Milliseconds(5));
+    // gRPC's own shutdown sends GOAWAY, then answers CANCELLED to every call that reaches it
+    // before the client has read the GOAWAY (grpc/grpc#41785). So first the service holds new
+    // calls unanswered until the calls it had accepted are answered and the callers that waited
+    // for them have sent their next call: then no such caller has a call on the way. gRPC's
+    // shutdown starts (the listener closes, GOAWAY goes out on every connection, ahead of
+    // anything written after it), and only then are the held calls answered UNAVAILABLE: their
+    // callers retry on a new connection, which goes elsewhere.
+    service_->HoldNewCalls();
+    WaitUntilOnlyHeldCallsRemain(std::min(deadline, absl::Now() + kMaxHold));
+    grpc_completion_queue* cq = grpc_completion_queue_create_for_next(nullptr);
+    grpc_server_shutdown_and_notify(server_->c_server(), cq, /*tag=*/nullptr);
+    service_->RefuseCalls();
+    // gRPC's Shutdown returns once every call is answered and every connection is closed. A
+    // client closes its connection once it has read the GOAWAY and its answers, but an idle one
+    // may not read for seconds (a synchronous client polls only during its calls), so the
+    // connections still open kCloseGrace after the last answer are cut: by then any answer
+    // written to them has long been read, and no new call can reach a handler.
+    absl::Notification done;
+    std::thread closer([this, deadline, &done] {
+      while (metrics_->active_calls() > 0 && absl::Now() < deadline && !done.HasBeenNotified()) {
+        absl::SleepFor(absl::Milliseconds(1));  // polled: gRPC has no "no call in flight" event
       }
-      // A grace period for the last answers to leave the socket buffers and for clients to close
-      // on their own after the GOAWAY.
-      const absl::Time grace_end = std::min(deadline, absl::Now() + absl::Milliseconds(200));
-      while (absl::Now() < grace_end && !shutdown_done_.load()) {
-        absl::SleepFor(absl::Milliseconds(5));
-      }
-      if (!shutdown_done_.load()) {
+      if (!done.WaitForNotificationWithTimeout(
+              std::max(absl::ZeroDuration(), std::min(kCloseGrace, deadline - absl::Now())))) {
         grpc_server_cancel_all_calls(server_->c_server());
       }
     });
     server_->Shutdown(absl::ToChronoTime(deadline));
-    shutdown_done_ = true;
+    done.Notify();
     closer.join();
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
   }
   for (ServedTable& t : tables_) {
     t.batcher->Shutdown();
   }
   if (server_ != nullptr) {
     server_->Wait();
+  }
+}
+
+void EmbeddingServer::WaitUntilOnlyHeldCallsRemain(absl::Time until) const {
+  // Polled: gRPC offers no event for "no call in flight"; this runs once, at shutdown.
+  int64_t held = -1;
+  absl::Time changed = absl::Now();
+  while (absl::Now() < until) {
+    const int64_t now_held = service_->held_calls();
+    if (now_held != held) {
+      held = now_held;
+      changed = absl::Now();
+    }
+    if (metrics_->active_calls() <= held && absl::Now() - changed >= kHoldQuiet) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
   }
 }
 

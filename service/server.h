@@ -4,7 +4,6 @@
 #ifndef EMB_SERVICE_SERVER_H_
 #define EMB_SERVICE_SERVER_H_
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -65,6 +64,9 @@ class EmbeddingServer {
   EmbeddingServer() = default;
   absl::Status LoadTables(const ServerConfig& config,
                           std::vector<std::unique_ptr<TableSource>> sources);
+  // Shutdown's first step: returns once every call in progress is one the service holds, and
+  // none has arrived for a moment; or at `until`.
+  void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;
 
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
@@ -75,7 +77,6 @@ class EmbeddingServer {
   int grpc_port_ = 0;
   int metrics_port_ = 0;
   bool shut_down_ = false;
-  std::atomic<bool> shutdown_done_{false};
 };
 
 // Called when the device is lost (a sticky CUDA error): health NOT_SERVING, log, exit(1).
