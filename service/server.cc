@@ -135,7 +135,6 @@ absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const Serv
                                                      "table's bytes must fit in 64 bits"));
     }
     sources.push_back(TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed));
-    return sources;
   }
   for (const TableSpec& spec : c.tables) {
     for (const auto& s : sources) {
@@ -151,7 +150,8 @@ absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const Serv
                            [&](const auto& s) { return s->name() == c.default_table; });
     if (it == sources.end()) {
       return absl::InvalidArgumentError(
-          absl::StrCat("--default_table=", c.default_table, " names no --table"));
+          absl::StrCat("--default_table=", c.default_table, " names no --table",
+                       c.tables.empty() ? " (without --table the only table is 'demo')" : ""));
     }
     std::rotate(sources.begin(), it, it + 1);  // the default table first, the rest in flag order
   }

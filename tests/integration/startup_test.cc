@@ -1,0 +1,120 @@
+// Start-up failures: each stops the real server with one "stopping: ..." line that names the
+// problem, and a non-zero exit status. A busy gRPC port is one of them: gRPC's default
+// SO_REUSEPORT would otherwise let a second server share the port and silently take part of the
+// traffic.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "client/embedding_client.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/table_files.h"
+
+namespace emb {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::ServerProcess;
+
+// The one line the server logged about why it stopped.
+std::string StoppingLine(const std::string& log) {
+  const size_t at = log.find("stopping: ");
+  return at == std::string::npos ? "" : log.substr(at, log.find('\n', at) - at);
+}
+
+TEST(StartUp, BusyGrpcPortStopsTheSecondServerAndTheFirstServesOn) {
+  auto first = ServerProcess::Start({"--demo_table=100x4"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  for (const std::string host : {"127.0.0.1", "0.0.0.0"}) {
+    const std::string address = host + ":" + std::to_string((*first)->grpc_port());
+    const ServerProcess::Exit second =
+        ServerProcess::RunToExit({"--demo_table=100x4", "--grpc_address=" + address});
+    EXPECT_EQ(second.code, 1) << second.log;
+    EXPECT_THAT(
+        StoppingLine(second.log),
+        HasSubstr("cannot listen for gRPC on --grpc_address=" + address + ": the port is in use"))
+        << second.log;
+  }
+  auto client = client::EmbeddingClient::Connect((*first)->target());
+  auto health = client->CheckHealth("", absl::Seconds(10));
+  ASSERT_TRUE(health.ok()) << health.status();
+  EXPECT_EQ(*health, "SERVING");
+}
+
+TEST(StartUp, BusyMetricsPortStopsStartUp) {
+  auto first = ServerProcess::Start({"--demo_table=100x4"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string address = "127.0.0.1:" + std::to_string((*first)->metrics_port());
+  const ServerProcess::Exit second =
+      ServerProcess::RunToExit({"--demo_table=100x4", "--metrics_address=" + address});
+  EXPECT_EQ(second.code, 1) << second.log;
+  EXPECT_THAT(StoppingLine(second.log), HasSubstr("cannot serve metrics on " + address));
+}
+
+TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--grpc_address=nonsense", "--grpc_address=nonsense: expected HOST:PORT"},
+      {"--grpc_address=127.0.0.1:70000", "--grpc_address=127.0.0.1:70000: expected HOST:PORT"},
+      {"--grpc_address=192.0.2.1:50051", "cannot listen for gRPC on --grpc_address=192.0.2.1"},
+      {"--metrics_address=127.0.0.1:-1", "--metrics_address=127.0.0.1:-1: expected HOST:PORT"},
+      {"--device=tpu", "--device=tpu"},
+      {"--demo_table=12", "--demo_table=12: expected ROWSxDIM"},
+      {"--demo_table=0x4", "--demo_table"},
+      {"--demo_table=4000000000000000000x1024", "must fit in 64 bits"},
+      {"--max_batch_ids=0", "--max_batch_ids (0)"},
+      {"--max_request_ids=70000", "--max_request_ids (70000) must be in [1, --max_batch_ids"},
+      {"--max_queue_ids=10", "--max_queue_ids (10) must be at least --max_batch_ids"},
+      {"--max_response_bytes=0", "--max_response_bytes must be in"},
+      {"--max_queue_delay_us=-5", "--max_queue_delay_us must not be negative"},
+      {"--completion_poll_us=-1", "--completion_poll_us must not be negative"},
+      {"--answer_threads=-7", "--answer_threads must be -1"},
+      {"--inflight_batches=0", "--inflight_batches must be at least 1"},
+      {"--zero_copy_max_bytes=-1", "--zero_copy_max_bytes must not be negative"},
+      {"--drain_seconds=-1", "--drain_seconds=-1: must be in [0, 86400]"},
+      {"--shutdown_timeout_seconds=nan", "--shutdown_timeout_seconds=nan: must be in"},
+      {"--table=noequals", "--table=noequals: expected NAME=PATH"},
+      {"--default_table=nope", "--default_table=nope names no --table"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
+    EXPECT_NE(exit.code, 0) << flag << "\n" << exit.log;
+    EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << flag << "\n" << exit.log;
+  }
+}
+
+TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {
+  testing::TempDir dir;
+  ASSERT_TRUE(testing::WriteFile(dir.File("plain"), "x").ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir.File("missing.npy"), "cannot open: No such file or directory"},
+      {dir.path(), "not a regular file"},
+      {dir.File("plain") + "/t.npy", "cannot open: Not a directory"},
+  };
+  for (const auto& [path, message] : cases) {
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=t=" + path});
+    EXPECT_EQ(exit.code, 1) << path << "\n" << exit.log;
+    EXPECT_THAT(StoppingLine(exit.log), HasSubstr(path + ": " + message)) << exit.log;
+    EXPECT_THAT(exit.log, Not(HasSubstr("listening"))) << path;
+  }
+}
+
+// 400 TB of rows: more than the host (CPU backend) or the GPU (CUDA backend) holds.
+TEST(StartUp, TableTooLargeForTheDeviceStopsStartUpSayingHowLarge) {
+  const ServerProcess::Exit exit =
+      ServerProcess::RunToExit({"--demo_table=100000000000x1024"}, absl::Seconds(120));
+  EXPECT_EQ(exit.code, 1) << exit.log;
+  const std::string line = StoppingLine(exit.log);
+  if (ServerProcess::TestDevice() == "cpu") {
+    EXPECT_THAT(line, HasSubstr("cannot allocate 409600000000000 bytes of host memory")) << line;
+  } else {
+    EXPECT_THAT(line, HasSubstr("does not fit on cuda")) << line;
+    EXPECT_THAT(line, HasSubstr("409600000000000")) << line;
+  }
+}
+
+}  // namespace
+}  // namespace emb
