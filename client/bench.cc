@@ -71,6 +71,7 @@ double Micros(absl::Duration d) { return absl::ToDoubleMicroseconds(d); }
 // What the measured calls of one worker or shard add up to.
 struct Stats {
   LatencyRecorder latencies;
+  LatencyRecorder ok_latencies;
   std::map<int, int64_t> codes;  // by grpc::StatusCode
   int64_t ok_ids = 0;
   int64_t payload_bytes = 0;
@@ -81,6 +82,7 @@ struct Stats {
     latencies.Record(latency);
     ++codes[status.error_code()];
     if (status.ok()) {
+      ok_latencies.Record(latency);
       ok_ids += num_ids;
       payload_bytes += static_cast<int64_t>(response.embeddings().size());
     }
@@ -89,6 +91,7 @@ struct Stats {
 
   void Merge(const Stats& other) {
     latencies.Merge(other.latencies);
+    ok_latencies.Merge(other.ok_latencies);
     for (const auto& [code, n] : other.codes) {
       codes[code] += n;
     }
@@ -556,6 +559,7 @@ absl::StatusOr<BenchReport> RunBench(const BenchConfig& config) {
   report.ok_ids = stats.ok_ids;
   report.payload_bytes = stats.payload_bytes;
   report.latency = stats.latencies.Summarize();
+  report.ok_latency = stats.ok_latencies.Summarize();
   for (const auto& [code, n] : stats.codes) {
     report.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(code))] = n;
   }
@@ -571,10 +575,11 @@ std::string FormatBenchJson(const BenchReport& r) {
   return absl::StrFormat(
       "{\"requests\":%d,\"duration_s\":%.6f,\"rps\":%.3f,\"ids_per_s\":%.3f,"
       "\"payload_mb_per_s\":%.6f,\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
-      "\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},\"codes\":{%s},\"table\":%s,\"rows\":%d,"
-      "\"dim\":%d}",
+      "\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},\"ok_latency_us\":{\"p50\":%.3f,"
+      "\"p99\":%.3f,\"max\":%.3f},\"codes\":{%s},\"table\":%s,\"rows\":%d,\"dim\":%d}",
       r.requests, r.duration_s, r.rps(), r.ids_per_s(), r.payload_mb_per_s(), Micros(l.p50),
-      Micros(l.p90), Micros(l.p99), Micros(l.p999), Micros(l.max), Micros(l.mean), codes,
+      Micros(l.p90), Micros(l.p99), Micros(l.p999), Micros(l.max), Micros(l.mean),
+      Micros(r.ok_latency.p50), Micros(r.ok_latency.p99), Micros(r.ok_latency.max), codes,
       JsonString(r.table), r.rows, r.dim);
 }
 
@@ -603,6 +608,12 @@ std::string FormatBenchText(const BenchConfig& c, const BenchReport& r) {
                         "mean %.1f\n",
                         Micros(l.p50), Micros(l.p90), Micros(l.p99), Micros(l.p999), Micros(l.max),
                         Micros(l.mean));
+  if (r.ok_latency.count != r.latency.count) {
+    absl::StrAppendFormat(
+        &out, "OK calls, us  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
+        Micros(r.ok_latency.p50), Micros(r.ok_latency.p90), Micros(r.ok_latency.p99),
+        Micros(r.ok_latency.p999), Micros(r.ok_latency.max));
+  }
   absl::StrAppend(&out, "codes        ");
   for (const auto& [name, n] : r.codes) {
     absl::StrAppend(&out, " ", name, " ", n);

@@ -163,6 +163,8 @@ struct BenchReport {
   int64_t payload_bytes = 0;
   // Over every measured call.
   LatencySummary latency;
+  // Over the measured calls that returned OK (under overload the refused ones are fast).
+  LatencySummary ok_latency;
   // Calls per final status, keyed by the google.rpc.Code name ("OK", "UNAVAILABLE", ...).
   std::map<std::string, int64_t> codes;
 

@@ -54,6 +54,10 @@ ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
 ABSL_FLAG(int32_t, answer_threads, -1,
           "Threads per table, besides the batch's own, that copy rows to the callers and finish "
           "their calls in parallel; -1: a quarter of the cores (at most 8).");
+ABSL_FLAG(int32_t, max_concurrent_streams, 128,
+          "Calls in progress that one client connection may have (HTTP/2 "
+          "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on the client, so that a flood queues "
+          "there rather than in this server's memory. 0: no limit.");
 ABSL_FLAG(int32_t, inflight_batches, 4,
           "GPU: batches in flight per table, each on its own stream with its own buffers.");
 ABSL_FLAG(int64_t, completion_poll_us, 500,
@@ -132,6 +136,7 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
   c.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
+  c.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   c.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
   c.zero_copy_max_bytes = absl::GetFlag(FLAGS_zero_copy_max_bytes);
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);

@@ -70,6 +70,9 @@ absl::Status CheckConfig(const ServerConfig& c) {
       c.limits.max_response_bytes > (int64_t{1} << 31) - kMessageSlack - 1) {
     return absl::InvalidArgumentError("--max_response_bytes must be in [1, 2 GiB - 64 KiB)");
   }
+  if (c.max_concurrent_streams < 0) {
+    return absl::InvalidArgumentError("--max_concurrent_streams must not be negative");
+  }
   if (c.inflight_batches < 1) {
     return absl::InvalidArgumentError("--inflight_batches must be at least 1");
   }
@@ -196,6 +199,9 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   // gRPC sets SO_REUSEPORT by default, so that a second server on a busy port would start
   // without a word and take part of its traffic. A busy port must stop start-up instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (config.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
+  }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(server->metrics_->InterceptorFactory());
   builder.experimental().SetInterceptorCreators(std::move(interceptors));

@@ -32,6 +32,9 @@ struct ServerConfig {
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   BatcherOptions batcher;
   ServiceLimits limits;
+  // Calls in progress per connection that gRPC lets a client have; more wait on the client
+  // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). 0: no limit.
+  int max_concurrent_streams = 128;
   int inflight_batches = 4;                                  // GPU: batches in flight per table
   absl::Duration completion_poll = absl::Microseconds(500);  // GPU, see StoreOptions
   int64_t zero_copy_max_bytes = 1 << 20;                     // GPU, see StoreOptions
