@@ -77,12 +77,14 @@ struct Stats {
   int64_t payload_bytes = 0;
   int64_t last_done_ns = std::numeric_limits<int64_t>::min();
 
-  void Add(absl::Duration latency, int64_t done_ns, const grpc::Status& status,
-           const pb::LookUpResponse& response, int64_t num_ids) {
+  // `latency` runs from the call's due time (open loop) or start; `sent_latency`, from when it
+  // was sent: the two differ when an open-loop generator falls behind its rate.
+  void Add(absl::Duration latency, absl::Duration sent_latency, int64_t done_ns,
+           const grpc::Status& status, const pb::LookUpResponse& response, int64_t num_ids) {
     latencies.Record(latency);
     ++codes[status.error_code()];
     if (status.ok()) {
-      ok_latencies.Record(latency);
+      ok_latencies.Record(sent_latency);
       ok_ids += num_ids;
       payload_bytes += static_cast<int64_t>(response.embeddings().size());
     }
@@ -131,6 +133,7 @@ struct RunState {
   int64_t measure_start_ns = 0;
   int64_t stop_ns = 0;  // calls start before this; INT64_MAX in --requests mode
   std::atomic<int64_t> next_seq{0};
+  int64_t unsent = 0;  // open loop: calls due but not sent by stop_ns (the generator was behind)
   std::atomic<int64_t> measured_issued{0};
 
   const pb::LookUpRequest& RequestFor(int64_t seq) const { return pool[seq % pool.size()]; }
@@ -184,8 +187,8 @@ class Worker {
   void OnDone(const grpc::Status& status) {
     const int64_t done = NowNanos();
     if (measured_) {
-      stats_.Add(absl::Nanoseconds(done - start_ns_), done, status, response_,
-                 request_->ids_size());
+      stats_.Add(absl::Nanoseconds(done - start_ns_), absl::Nanoseconds(done - start_ns_), done,
+                 status, response_, request_->ids_size());
     }
     RunTrampolined([this] { StartCall(); });
   }
@@ -253,7 +256,8 @@ Stats RunClosedLoopBlocking(RunState* run) {
         const grpc::Status status = stub->LookUp(&ctx, request, &response);
         const int64_t done = NowNanos();
         if (measured) {
-          stats[i].Add(absl::Nanoseconds(done - start), done, status, response, request.ids_size());
+          stats[i].Add(absl::Nanoseconds(done - start), absl::Nanoseconds(done - start), done,
+                       status, response, request.ids_size());
         }
       }
     });
@@ -278,6 +282,7 @@ Stats RunOpenLoop(RunState* run, int64_t start_ns) {
     grpc::ClientContext ctx;
     pb::LookUpResponse response;
     int64_t due_ns = 0;
+    int64_t sent_ns = 0;
     bool measured = false;
     int64_t num_ids = 0;
     Shard* shard = nullptr;
@@ -290,6 +295,14 @@ Stats RunOpenLoop(RunState* run, int64_t start_ns) {
   for (int64_t i = 0;; ++i) {
     const int64_t due = start_ns + std::llround(static_cast<double>(i) * interval_ns);
     if (due >= run->stop_ns) {
+      break;
+    }
+    if (NowNanos() >= run->stop_ns) {
+      // Behind schedule at the end: the calls still due were never sent. Counted, not made, so
+      // that a generator slower than its rate ends on time.
+      run->unsent = static_cast<int64_t>(
+                        std::ceil(static_cast<double>(run->stop_ns - start_ns) / interval_ns)) -
+                    i;
       break;
     }
     const bool is_measured = due >= run->measure_start_ns;
@@ -311,6 +324,7 @@ Stats RunOpenLoop(RunState* run, int64_t start_ns) {
     const pb::LookUpRequest& request = run->RequestFor(seq);
     auto* call = new Call;
     call->due_ns = due;
+    call->sent_ns = NowNanos();
     call->measured = is_measured;
     call->num_ids = request.ids_size();
     call->shard = &shards[seq % kShards];
@@ -321,7 +335,8 @@ Stats RunOpenLoop(RunState* run, int64_t start_ns) {
           const int64_t done = NowNanos();
           if (call->measured) {
             absl::MutexLock lock(&call->shard->mu);
-            call->shard->stats.Add(absl::Nanoseconds(done - call->due_ns), done, s, call->response,
+            call->shard->stats.Add(absl::Nanoseconds(done - call->due_ns),
+                                   absl::Nanoseconds(done - call->sent_ns), done, s, call->response,
                                    call->num_ids);
           }
           delete call;
@@ -560,6 +575,7 @@ absl::StatusOr<BenchReport> RunBench(const BenchConfig& config) {
   report.payload_bytes = stats.payload_bytes;
   report.latency = stats.latencies.Summarize();
   report.ok_latency = stats.ok_latencies.Summarize();
+  report.unsent = run.unsent;
   for (const auto& [code, n] : stats.codes) {
     report.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(code))] = n;
   }
@@ -576,10 +592,11 @@ std::string FormatBenchJson(const BenchReport& r) {
       "{\"requests\":%d,\"duration_s\":%.6f,\"rps\":%.3f,\"ids_per_s\":%.3f,"
       "\"payload_mb_per_s\":%.6f,\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
       "\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},\"ok_latency_us\":{\"p50\":%.3f,"
-      "\"p99\":%.3f,\"max\":%.3f},\"codes\":{%s},\"table\":%s,\"rows\":%d,\"dim\":%d}",
+      "\"p99\":%.3f,\"max\":%.3f},\"unsent\":%d,\"codes\":{%s},\"table\":%s,\"rows\":%d,\"dim\":%"
+      "d}",
       r.requests, r.duration_s, r.rps(), r.ids_per_s(), r.payload_mb_per_s(), Micros(l.p50),
       Micros(l.p90), Micros(l.p99), Micros(l.p999), Micros(l.max), Micros(l.mean),
-      Micros(r.ok_latency.p50), Micros(r.ok_latency.p99), Micros(r.ok_latency.max), codes,
+      Micros(r.ok_latency.p50), Micros(r.ok_latency.p99), Micros(r.ok_latency.max), r.unsent, codes,
       JsonString(r.table), r.rows, r.dim);
 }
 
@@ -613,6 +630,10 @@ std::string FormatBenchText(const BenchConfig& c, const BenchReport& r) {
         &out, "OK calls, us  p50 %.1f  p90 %.1f  p99 %.1f  p99.9 %.1f  max %.1f\n",
         Micros(r.ok_latency.p50), Micros(r.ok_latency.p90), Micros(r.ok_latency.p99),
         Micros(r.ok_latency.p999), Micros(r.ok_latency.max));
+  }
+  if (r.unsent > 0) {
+    absl::StrAppendFormat(&out, "not sent      %d (the generator fell behind its rate)\n",
+                          r.unsent);
   }
   absl::StrAppend(&out, "codes        ");
   for (const auto& [name, n] : r.codes) {

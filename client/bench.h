@@ -163,8 +163,11 @@ struct BenchReport {
   int64_t payload_bytes = 0;
   // Over every measured call.
   LatencySummary latency;
-  // Over the measured calls that returned OK (under overload the refused ones are fast).
+  // Over the measured calls that returned OK, each from when it was sent (under overload the
+  // refused calls are fast, and an open-loop generator may fall behind its rate).
   LatencySummary ok_latency;
+  // Open loop: calls that fell due but were not sent by the end, the generator being behind.
+  int64_t unsent = 0;
   // Calls per final status, keyed by the google.rpc.Code name ("OK", "UNAVAILABLE", ...).
   std::map<std::string, int64_t> codes;
 
