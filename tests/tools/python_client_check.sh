@@ -7,26 +7,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3  # Debian's interpreter, which sees python3-grpcio and python3-numpy
 "$ROOT/scripts/gen-python-stubs" "$WORK/py" >/dev/null
 start_server "$1" --demo_table=3000x20 --demo_seed=11
-PYTHONPATH="$WORK/py:$ROOT/client/python" "$PY" - "$GRPC_PORT" <<'PY'
+PYTHONPATH="$WORK/py:$ROOT/client/python:$ROOT/tests/tools" "$PY" - "$GRPC_PORT" <<'PY'
 import sys
 import grpc
 import numpy as np
+from demo_table import demo_table  # the server's demo values, computed independently
 from embedding_client import EmbeddingClient
-
-M = np.uint64(0xFFFFFFFFFFFFFFFF)
-def splitmix64(x):
-    with np.errstate(over="ignore"):
-        x = x + np.uint64(0x9E3779B97F4A7C15)
-        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return x ^ (x >> np.uint64(31))
-
-def demo_table(rows, dim, seed):  # the server's demo values, computed independently
-    i = np.arange(rows * dim, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        r = splitmix64((np.uint64(seed) * np.uint64(0x100000001B3)) ^ i)
-    v = (r >> np.uint64(40)).astype(np.float32) * np.float32(2.0 / 16777216.0) - np.float32(1.0)
-    return v.reshape(rows, dim)
 
 table = demo_table(3000, 20, 11)
 rng = np.random.default_rng(5)
