@@ -12,6 +12,7 @@
 #include <regex>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 
 namespace emb::testing {
 
@@ -188,6 +189,24 @@ ServerProcess::~ServerProcess() {
   if (reader_.joinable()) {
     reader_.join();
   }
+  const std::string all = log();
+  if (const std::string report = SanitizerReport(all); !report.empty()) {
+    ADD_FAILURE() << "the server's sanitizer reported: " << report << "\nthe server's log:\n"
+                  << all;
+  }
+}
+
+std::string SanitizerReport(const std::string& log) {
+  for (const char* marker :
+       {"ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "WARNING: ThreadSanitizer",
+        "ThreadSanitizer: ", ": runtime error: "}) {
+    if (const size_t at = log.find(marker); at != std::string::npos) {
+      const size_t begin = log.rfind('\n', at);
+      const size_t start = begin == std::string::npos ? 0 : begin + 1;
+      return log.substr(start, log.find('\n', at) - start);
+    }
+  }
+  return "";
 }
 
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {

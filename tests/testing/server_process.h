@@ -36,7 +36,8 @@ class ServerProcess {
   };
   static Exit RunToExit(std::vector<std::string> args, absl::Duration timeout = absl::Seconds(60));
 
-  // Kills the server (SIGKILL) if it still runs.
+  // Kills the server (SIGKILL) if it still runs. Adds a test failure if its log holds a sanitizer
+  // report (SanitizerReport).
   ~ServerProcess();
 
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
@@ -70,6 +71,12 @@ class ServerProcess {
   std::string log_ ABSL_GUARDED_BY(mu_);
   bool log_closed_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The first line of a sanitizer's report in `log` (AddressSanitizer, LeakSanitizer, UBSan's
+// "runtime error:", ThreadSanitizer), or empty. ~ServerProcess fails the running test with the
+// server's log when its server's log holds one: a server killed at the end of a test, or one
+// whose exit code the test does not check, still fails it (scripts/sanitize).
+std::string SanitizerReport(const std::string& log);
 
 // GET http://127.0.0.1:port/path; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);

@@ -5,11 +5,23 @@ set -euo pipefail
 WORK=$(mktemp -d)
 PIDS=()
 cleanup() {
+  local status=$?
   for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  # A sanitizer's report in a server's log fails the check (scripts/sanitize), even one written
+  # as the server exited.
+  for log in "$WORK"/server.*.log; do
+    if [[ -f $log ]] && grep -qE "$SANITIZER_REPORT" "$log"; then
+      cat "$log" >&2
+      echo "FAIL: the server's sanitizer reported an error (above)" >&2
+      status=1
+    fi
+  done
   rm -rf "$WORK"
+  exit "$status"
 }
 trap cleanup EXIT
+SANITIZER_REPORT='ERROR: (AddressSanitizer|LeakSanitizer)|WARNING: ThreadSanitizer|: runtime error: '
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
@@ -17,7 +29,7 @@ fail() { echo "FAIL: $*" >&2; exit 1; }
 # serves; sets GRPC_PORT, METRICS_PORT and SERVER_LOG.
 start_server() {
   local bin=$1; shift
-  SERVER_LOG=$WORK/server.log
+  SERVER_LOG=$WORK/server.${#PIDS[@]}.log  # one per server: a later one keeps the first's
   "$bin" --grpc_address=127.0.0.1:0 --metrics_address=127.0.0.1:0 --device=cpu "$@" \
     >"$SERVER_LOG" 2>&1 &
   PIDS+=($!)
