@@ -1,11 +1,13 @@
+#include "service/embedding_service.h"
+
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/support/proto_buffer_reader.h"
-#include "service/embedding_service.h"
 #include "service/grpc_status.h"
 #include "service/lookup_answer.h"
+#include "service/request_validation.h"
 
 namespace emb::service {
 namespace {
@@ -96,74 +98,15 @@ absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& 
 absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
                                             DataType* out_type) const {
   const EmbeddingStore& store = *table.store;
-  const int64_t n = request.ids_size();
-  auto reject = [&](absl::string_view reason, absl::Status status) {
-    metrics_->RejectIds(store.name(), reason, n);
-    return status;
-  };
-  // The shape: non-negative dims whose product, computed without overflow, is len(ids).
-  int64_t product = 1;
-  for (int i = 0; i < request.shape_size(); ++i) {
-    const int64_t d = request.shape(i);
-    if (d < 0) {
-      return reject(kRejectBadShape, absl::InvalidArgumentError(
-                                         absl::StrCat("shape[", i, "] = ", d, " is negative")));
-    }
-    if (__builtin_mul_overflow(product, d, &product)) {
-      return reject(kRejectBadShape, absl::InvalidArgumentError(absl::StrCat(
-                                         "shape [", absl::StrJoin(request.shape(), ", "),
-                                         "] overflows int64 at shape[", i, "]")));
-    }
+  absl::string_view reason;
+  absl::StatusOr<DataType> type = ValidateLookUpRequest(
+      request, RequestTable{store.name(), store.rows(), store.dim(), store.dtype()},
+      limits_.max_request_ids, limits_.max_response_bytes, &reason);
+  if (!type.ok()) {
+    metrics_->RejectIds(store.name(), reason, request.ids_size());
+    return type.status();
   }
-  if (request.shape_size() > 0 && product != n) {
-    return reject(kRejectBadShape, absl::InvalidArgumentError(
-                                       absl::StrCat("shape [", absl::StrJoin(request.shape(), ", "),
-                                                    "] holds ", product, " ids but ids has ", n)));
-  }
-  if (n > limits_.max_request_ids) {
-    return reject(kRejectTooManyIds,
-                  absl::InvalidArgumentError(
-                      absl::StrCat(n, " ids exceed the limit of ", limits_.max_request_ids,
-                                   " ids per request (--max_request_ids); split the request")));
-  }
-  switch (request.dtype()) {
-    case embedding::v1::DATA_TYPE_UNSPECIFIED:
-      *out_type = store.dtype();
-      break;
-    case embedding::v1::DATA_TYPE_FLOAT32:
-    case embedding::v1::DATA_TYPE_FLOAT16:
-    case embedding::v1::DATA_TYPE_BFLOAT16:
-      *out_type = static_cast<DataType>(request.dtype());
-      break;
-    default:
-      return reject(kRejectBadDtype, absl::InvalidArgumentError(absl::StrCat(
-                                         "dtype ", static_cast<int>(request.dtype()),
-                                         " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16)")));
-  }
-  const int64_t answer_bytes = n * store.dim() * static_cast<int64_t>(ElementSize(*out_type));
-  if (answer_bytes > limits_.max_response_bytes) {
-    return reject(
-        kRejectAnswerTooLarge,
-        absl::InvalidArgumentError(absl::StrCat(
-            "the answer would be ", answer_bytes, " bytes (", n, " ids x ", store.dim(), " x ",
-            ElementSize(*out_type), " bytes), over the limit of ", limits_.max_response_bytes,
-            " bytes (--max_response_bytes); split the request")));
-  }
-  const int64_t rows = store.rows();
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = request.ids(static_cast<int>(i));
-    if (static_cast<uint64_t>(id) < static_cast<uint64_t>(rows)) {
-      continue;  // the common case, one compare
-    }
-    if (id < 0) {
-      return reject(kRejectNegativeId, absl::InvalidArgumentError(
-                                           absl::StrCat("ids[", i, "] = ", id, " is negative")));
-    }
-    return reject(kRejectOutOfRange,
-                  absl::OutOfRangeError(absl::StrCat(
-                      "ids[", i, "] = ", id, " is out of range for table '", store.name(),
-                      "' with ", rows, " rows (valid: 0..", rows - 1, ")")));
-  }
+  *out_type = *type;
   return absl::OkStatus();
 }
 

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -55,6 +56,10 @@ absl::Status PreadAll(int fd, size_t offset, absl::Span<std::byte> dst, absl::st
   }
   return absl::OkStatus();
 }
+
+// Copies file bytes [offset, offset + dst.size()) into dst: a pread of the open file, or a copy
+// from the bytes ParseTableFile() was given. INTERNAL past the end or on a read error.
+using ReadAt = absl::FunctionRef<absl::Status(size_t offset, absl::Span<std::byte> dst)>;
 
 // --- A minimal JSON reader, enough for a safetensors header. ---------------------------------
 
@@ -173,16 +178,9 @@ bool JsonInt(const Json& j, int64_t* out) {
   return j.kind == Json::kNumber && absl::SimpleAtoi(j.str, out);
 }
 
-// The parsed header of a table file.
-struct Layout {
-  int64_t rows = 0;
-  int64_t dim = 0;
-  DataType dtype = DataType::kFloat32;
-  size_t data_offset = 0;
-};
-
 // Checks rank 2 and positive dims; on success fills rows and dim.
-absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shape, Layout* layout) {
+absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shape,
+                        TableLayout* layout) {
   if (shape.size() != 2) {
     return Defect(path, absl::StrCat("rank ", shape.size(), " (shape [", absl::StrJoin(shape, ", "),
                                      "]); an embedding table must be 2-D [rows, dim]"));
@@ -196,14 +194,13 @@ absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shap
   return absl::OkStatus();
 }
 
-absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size) {
+absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t file_size) {
   constexpr size_t kPrefix = 10;  // magic (6), version (2), header length (2 in v1)
   if (file_size < kPrefix) {
     return Defect(path, absl::StrCat("cut .npy header: the file has ", file_size, " bytes"));
   }
   unsigned char prefix[12] = {};
-  RETURN_IF_ERROR(
-      PreadAll(fd, 0, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix), kPrefix), path));
+  RETURN_IF_ERROR(read(0, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix), kPrefix)));
   if (std::memcmp(prefix, "\x93NUMPY", 6) != 0) {
     return Defect(path, "bad magic: not a .npy file (expected \\x93NUMPY)");
   }
@@ -217,8 +214,7 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
     if (file_size < 12) {
       return Defect(path, "cut .npy header");
     }
-    RETURN_IF_ERROR(
-        PreadAll(fd, 10, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix + 10), 2), path));
+    RETURN_IF_ERROR(read(10, absl::MakeSpan(reinterpret_cast<std::byte*>(prefix + 10), 2)));
     header_len = prefix[8] | (size_t{prefix[9]} << 8) | (size_t{prefix[10]} << 16) |
                  (size_t{prefix[11]} << 24);
     header_start = 12;
@@ -230,9 +226,8 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
                                      " bytes but the file ends at ", file_size));
   }
   std::string header(header_len, '\0');
-  RETURN_IF_ERROR(PreadAll(fd, header_start,
-                           absl::MakeSpan(reinterpret_cast<std::byte*>(header.data()), header_len),
-                           path));
+  RETURN_IF_ERROR(
+      read(header_start, absl::MakeSpan(reinterpret_cast<std::byte*>(header.data()), header_len)));
 
   // The header is a Python dict literal: {'descr': '<f4', 'fortran_order': False, 'shape': (R, C),
   // }
@@ -251,7 +246,7 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
   if (descr.empty() || order.empty() || shape_text.empty() || shape_text[0] != '(') {
     return Defect(path, "cut or malformed .npy header (needs descr, fortran_order and shape)");
   }
-  Layout layout;
+  TableLayout layout;
   if (absl::StartsWith(descr, "'<f4'")) {
     layout.dtype = DataType::kFloat32;
   } else if (absl::StartsWith(descr, "'<f2'")) {
@@ -284,14 +279,13 @@ absl::StatusOr<Layout> ParseNpy(absl::string_view path, int fd, size_t file_size
   return layout;
 }
 
-absl::StatusOr<Layout> ParseSafetensors(absl::string_view path, absl::string_view tensor, int fd,
-                                        size_t file_size) {
+absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::string_view tensor,
+                                             ReadAt read, size_t file_size) {
   if (file_size < 8) {
     return Defect(path, absl::StrCat("cut safetensors header: the file has ", file_size, " bytes"));
   }
   unsigned char len_bytes[8];
-  RETURN_IF_ERROR(
-      PreadAll(fd, 0, absl::MakeSpan(reinterpret_cast<std::byte*>(len_bytes), 8), path));
+  RETURN_IF_ERROR(read(0, absl::MakeSpan(reinterpret_cast<std::byte*>(len_bytes), 8)));
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) {
     header_len = (header_len << 8) | len_bytes[i];
@@ -305,8 +299,7 @@ absl::StatusOr<Layout> ParseSafetensors(absl::string_view path, absl::string_vie
                   absl::StrCat("safetensors header of ", header_len, " bytes exceeds 100 MiB"));
   }
   std::string text(header_len, '\0');
-  RETURN_IF_ERROR(
-      PreadAll(fd, 8, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()), header_len), path));
+  RETURN_IF_ERROR(read(8, absl::MakeSpan(reinterpret_cast<std::byte*>(text.data()), header_len)));
   Json header;
   if (!JsonParser(text).Parse(&header) || header.kind != Json::kObject || text.empty() ||
       text[0] != '{') {
@@ -341,7 +334,7 @@ absl::StatusOr<Layout> ParseSafetensors(absl::string_view path, absl::string_vie
     return Defect(path, absl::StrCat("tensor '", chosen,
                                      "' lacks dtype, shape or data_offsets [begin, end]"));
   }
-  Layout layout;
+  TableLayout layout;
   const std::string& dt = dtype->second.str;
   if (dt == "F32") {
     layout.dtype = DataType::kFloat32;
@@ -429,7 +422,51 @@ class HugePageRows final : public HostRows {
   std::byte* data_ = nullptr;
 };
 
+// Every check of a file's header, whatever holds the file's `file_size` bytes.
+absl::StatusOr<TableLayout> ParseLayout(const TableSpec& spec, size_t file_size, ReadAt read) {
+  const std::string& path = spec.path;
+  if (file_size == 0) {
+    return Defect(path, "empty file");
+  }
+  TableLayout layout;
+  if (absl::EndsWith(path, ".npy")) {
+    if (!spec.tensor.empty()) {
+      return Defect(path, "#TENSOR applies only to .safetensors files");
+    }
+    ASSIGN_OR_RETURN(layout, ParseNpy(path, read, file_size));
+  } else if (absl::EndsWith(path, ".safetensors")) {
+    ASSIGN_OR_RETURN(layout, ParseSafetensors(path, spec.tensor, read, file_size));
+  } else {
+    return Defect(path, "unknown format: the name must end in .npy or .safetensors");
+  }
+  size_t bytes;
+  if (!TableBytes(layout.rows, layout.dim, layout.dtype, &bytes)) {
+    return Defect(path, absl::StrCat("shape [", layout.rows, ", ", layout.dim, "] of ",
+                                     DataTypeName(layout.dtype), " overflows 64-bit sizes"));
+  }
+  if (layout.data_offset > file_size || bytes > file_size - layout.data_offset) {
+    return Defect(path,
+                  absl::StrCat("truncated data: shape [", layout.rows, ", ", layout.dim, "] of ",
+                               DataTypeName(layout.dtype), " needs ", bytes, " bytes from offset ",
+                               layout.data_offset, " but the file has ", file_size));
+  }
+  return layout;
+}
+
 }  // namespace
+
+absl::StatusOr<TableLayout> ParseTableFile(const TableSpec& spec, absl::string_view file) {
+  return ParseLayout(spec, file.size(), [&](size_t offset, absl::Span<std::byte> dst) {
+    if (offset > file.size() || dst.size() > file.size() - offset) {
+      return absl::InternalError(absl::StrCat(spec.path, ": read failed at byte ", file.size(),
+                                              ": unexpected end of file"));
+    }
+    if (!dst.empty()) {
+      std::memcpy(dst.data(), file.data() + offset, dst.size());
+    }
+    return absl::OkStatus();
+  });
+}
 
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   const size_t eq = flag.find('=');
@@ -466,32 +503,11 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     return Defect(path, "not a regular file");
   }
-  const size_t file_size = static_cast<size_t>(st.st_size);
-  if (file_size == 0) {
-    return Defect(path, "empty file");
-  }
-  Layout layout;
-  if (absl::EndsWith(path, ".npy")) {
-    if (!spec.tensor.empty()) {
-      return Defect(path, "#TENSOR applies only to .safetensors files");
-    }
-    ASSIGN_OR_RETURN(layout, ParseNpy(path, fd, file_size));
-  } else if (absl::EndsWith(path, ".safetensors")) {
-    ASSIGN_OR_RETURN(layout, ParseSafetensors(path, spec.tensor, fd, file_size));
-  } else {
-    return Defect(path, "unknown format: the name must end in .npy or .safetensors");
-  }
-  size_t bytes;
-  if (!TableBytes(layout.rows, layout.dim, layout.dtype, &bytes)) {
-    return Defect(path, absl::StrCat("shape [", layout.rows, ", ", layout.dim, "] of ",
-                                     DataTypeName(layout.dtype), " overflows 64-bit sizes"));
-  }
-  if (layout.data_offset > file_size || bytes > file_size - layout.data_offset) {
-    return Defect(path,
-                  absl::StrCat("truncated data: shape [", layout.rows, ", ", layout.dim, "] of ",
-                               DataTypeName(layout.dtype), " needs ", bytes, " bytes from offset ",
-                               layout.data_offset, " but the file has ", file_size));
-  }
+  ASSIGN_OR_RETURN(const TableLayout layout,
+                   ParseLayout(spec, static_cast<size_t>(st.st_size),
+                               [fd, &path](size_t offset, absl::Span<std::byte> dst) {
+                                 return PreadAll(fd, offset, dst, path);
+                               }));
   source->name_ = spec.name;
   source->origin_ = spec.tensor.empty() ? path : absl::StrCat(path, "#", spec.tensor);
   source->rows_ = layout.rows;

@@ -67,13 +67,30 @@ std::string ReadAllBytes(const TableSource& source) {
 
 class TableSourceTest : public ::testing::Test {
  protected:
-  // Writes `bytes` as dir/`file` and opens it as table "t", with `tensor` after '#'.
+  // Writes `bytes` as dir/`file` and opens it as table "t", with `tensor` after '#'. Checks that
+  // ParseTableFile() on the same bytes (the fuzzers' entry point) says what Open() says.
   absl::StatusOr<std::unique_ptr<TableSource>> Open(const std::string& file,
                                                     const std::string& bytes,
                                                     const std::string& tensor = "") {
     const std::string path = dir_.File(file);
     EXPECT_THAT(WriteFile(path, bytes), IsOk());
-    return TableSource::Open(TableSpec{"t", path, tensor});
+    const TableSpec spec{"t", path, tensor};
+    absl::StatusOr<std::unique_ptr<TableSource>> source = TableSource::Open(spec);
+    const absl::StatusOr<TableLayout> layout = ParseTableFile(spec, bytes);
+    if (!source.ok()) {
+      EXPECT_EQ(layout.status(), source.status());
+    } else if (layout.ok()) {
+      EXPECT_EQ(layout->rows, (*source)->rows());
+      EXPECT_EQ(layout->dim, (*source)->dim());
+      EXPECT_EQ(layout->dtype, (*source)->dtype());
+      std::vector<std::byte> first_row((*source)->row_bytes());
+      EXPECT_THAT((*source)->Read(0, absl::MakeSpan(first_row)), IsOk());
+      EXPECT_TRUE(bytes.substr(layout->data_offset, first_row.size()) == Bytes(first_row))
+          << "ParseTableFile's data_offset is not where Open() reads the rows";
+    } else {
+      ADD_FAILURE() << "Open() succeeded but ParseTableFile() says " << layout.status();
+    }
+    return source;
   }
   std::string Path(const std::string& file) const { return dir_.File(file); }
 

@@ -1,0 +1,72 @@
+// libFuzzer target: request validation (service/request_validation.h), on any bytes parsed as a
+// LookUpRequest (as the server parses a call), against tables a table file can describe (rows
+// and dim >= 1, at most 2^63 - 1 bytes) and the default and extreme limits. An accepted request
+// is servable: its shape holds its ids, its ids are rows of the table, and the answer fits the
+// limits. A rejected one is INVALID_ARGUMENT or OUT_OF_RANGE with a metric reason.
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "embedding/v1/embedding_service.pb.h"
+#include "kernels/data_type.h"
+#include "service/request_validation.h"
+#include "tests/fuzz/fuzz_check.h"
+
+namespace {
+
+using emb::DataType;
+using emb::service::RequestTable;
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+void Check(const embedding::v1::LookUpRequest& request, const RequestTable& table,
+           int64_t max_request_ids, int64_t max_response_bytes) {
+  absl::string_view reason;
+  const absl::StatusOr<DataType> type = emb::service::ValidateLookUpRequest(
+      request, table, max_request_ids, max_response_bytes, &reason);
+  if (!type.ok()) {
+    FUZZ_CHECK(type.status().code() == absl::StatusCode::kInvalidArgument ||
+               type.status().code() == absl::StatusCode::kOutOfRange);
+    FUZZ_CHECK(!reason.empty());
+    FUZZ_CHECK(!type.status().message().empty());
+    return;
+  }
+  const int64_t n = request.ids_size();
+  if (request.shape_size() > 0) {
+    __int128 product = 1;
+    for (int64_t d : request.shape()) {
+      FUZZ_CHECK(d >= 0);
+      product *= d;
+      FUZZ_CHECK(product <= kMax);
+    }
+    FUZZ_CHECK(product == n);
+  }
+  FUZZ_CHECK(n <= max_request_ids);
+  for (int64_t id : request.ids()) {
+    FUZZ_CHECK(id >= 0 && id < table.rows);
+  }
+  FUZZ_CHECK(static_cast<__int128>(n) * table.dim * emb::ElementSize(*type) <= max_response_bytes);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  embedding::v1::LookUpRequest request;
+  if (!request.ParseFromArray(data, static_cast<int>(size))) {
+    return 0;  // the server answers INVALID_ARGUMENT before validation
+  }
+  // Tables a header check accepts, from a typical one to the largest dims and rows.
+  const RequestTable tables[] = {
+      {"demo", 100000, 128, DataType::kFloat32},
+      {"one", 1, 1, DataType::kBFloat16},
+      {"wide", 1, int64_t{1} << 60, DataType::kFloat32},
+      {"tall", kMax / 2, 1, DataType::kFloat16},
+  };
+  for (const RequestTable& table : tables) {
+    Check(request, table, 65536, int64_t{128} << 20);  // the server's defaults
+    Check(request, table, kMax, kMax);
+  }
+  return 0;
+}
