@@ -7,12 +7,15 @@
 // the load under which the server once aborted in absl::Mutex ("bad skip in
 // DequeueAllWakeable"); on the CPU backend CI runs it under ThreadSanitizer too.
 //
-// EMB_STRESS_SECONDS sets how long each case calls (default 3).
+// EMB_STRESS_SECONDS sets how long each case calls (default 3). CTest runs it twice: on the CPU
+// backend (label `stress`) and on cuda:0 (label `gpu`, names `gpu.*`; skipped without a GPU).
 #include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <ostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -38,6 +41,10 @@ constexpr uint64_t kSeed = 11;
 constexpr int kConnections = 16;
 constexpr int kCallers = 256;
 constexpr int kIdsPerCall = 16;
+
+// A GPU the server could use: an NVIDIA device node. CTest's `gpu` run of this test sets
+// EMB_TEST_DEVICE=cuda:0, and skips where there is none.
+bool GpuVisible() { return std::filesystem::exists("/dev/nvidia0"); }
 
 absl::Duration StressDuration() {
   const char* env = std::getenv("EMB_STRESS_SECONDS");
@@ -123,9 +130,15 @@ struct StressCase {
   std::vector<std::string> flags;
 };
 
+// Names the case in test listings (CTest's names come from them).
+void PrintTo(const StressCase& c, std::ostream* os) { *os << c.name; }
+
 class StressTest : public ::testing::TestWithParam<StressCase> {};
 
 TEST_P(StressTest, ManyCallersOnManyConnectionsEachGetTheirRows) {
+  if (ServerProcess::TestDevice() != "cpu" && !GpuVisible()) {
+    GTEST_SKIP() << "EMB_TEST_DEVICE=" << ServerProcess::TestDevice() << " but no GPU is visible";
+  }
   std::vector<std::string> flags = {
       absl::StrCat("--demo_table=", kRows, "x", kDim),
       absl::StrCat("--demo_seed=", kSeed),
