@@ -67,13 +67,6 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) {
-    return grpc::Status::OK;
-  }
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string{status.message()});
-}
-
 grpc::ChannelArguments DefaultChannelArguments(int connection_id) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);

@@ -60,9 +60,8 @@ struct LookUpRequestSpec {
   std::optional<DataType> dtype;
 };
 
-// Converts between the two status types; the code numbers are the same.
+// Converts a gRPC status to an absl::Status; the code numbers are the same.
 absl::Status FromGrpcStatus(const grpc::Status& status);
-grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // Channel arguments of every channel this library makes: no message size limits. A
 // `connection_id` >= 0 also gives the channel a private subchannel pool and a distinct argument,

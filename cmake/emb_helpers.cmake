@@ -1,6 +1,9 @@
-# Warnings for one of our targets: -Wall -Wextra, and -Werror when EMB_WERROR is ON.
+# Warnings for one of our targets: -Wall -Wextra, and -Werror when EMB_WERROR is ON. Under clang
+# (the sanitizer and fuzz builds that CI runs) also -Wthread-safety, which checks the
+# ABSL_GUARDED_BY / ABSL_EXCLUSIVE_LOCKS_REQUIRED annotations.
 function(emb_set_warnings target)
-  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>)
+  target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra>
+                         $<$<AND:$<COMPILE_LANGUAGE:CXX>,$<CXX_COMPILER_ID:Clang>>:-Wthread-safety>)
   if(EMB_WERROR)
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Werror>)
   endif()
