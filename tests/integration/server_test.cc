@@ -24,7 +24,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "service/log.h"
-#include "service/table_source.h"
+#include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
@@ -40,21 +40,9 @@ constexpr uint64_t kSeed = 7;
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 
 // The demo table the server serves, made in-process from the same seed: the reference rows.
-const std::vector<std::byte>& ReferenceTable() {
-  static const auto* table = [] {
-    auto source = service::TableSource::Demo("demo", kRows, kDim, kSeed);
-    auto* bytes = new std::vector<std::byte>(source->bytes());
-    EXPECT_TRUE(source->Read(0, absl::MakeSpan(*bytes)).ok());
-    return bytes;
-  }();
-  return *table;
-}
-
 std::string Expected(absl::Span<const int64_t> ids, DataType out_type) {
-  std::string out(ids.size() * kDim * ElementSize(out_type), '\0');
-  kernels::CpuGather(ReferenceTable().data(), DataType::kFloat32, kDim, ids, out_type,
-                     reinterpret_cast<std::byte*>(out.data()));
-  return out;
+  static const auto* table = new testing::DemoTable(kRows, kDim, kSeed);
+  return table->Rows(ids, out_type);
 }
 
 std::vector<int64_t> RandomIds(std::mt19937_64& rng, size_t n) {
@@ -394,16 +382,8 @@ TEST_F(ServerTest, MetricsCountTheTraffic) {
 
 // The demo table of a server started with --demo_table=1000x64 and the default seed.
 std::string DemoRows(absl::Span<const int64_t> ids) {
-  static const auto* table = [] {
-    auto source = service::TableSource::Demo("demo", 1000, 64, 42);
-    auto* bytes = new std::vector<std::byte>(source->bytes());
-    EXPECT_TRUE(source->Read(0, absl::MakeSpan(*bytes)).ok());
-    return bytes;
-  }();
-  std::string out(ids.size() * 64 * 4, '\0');
-  kernels::CpuGather(table->data(), DataType::kFloat32, 64, ids, DataType::kFloat32,
-                     reinterpret_cast<std::byte*>(out.data()));
-  return out;
+  static const auto* table = new testing::DemoTable(1000, 64, 42);
+  return table->Rows(ids);
 }
 
 std::vector<int64_t> SmallIds(std::mt19937_64& rng) {

@@ -20,9 +20,9 @@
 #include "client/embedding_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "kernels/cpu_gather.h"
-#include "service/table_source.h"
+#include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
+#include "tests/testing/table_files.h"
 
 namespace emb {
 namespace {
@@ -40,25 +40,12 @@ constexpr absl::Duration kTimeout = absl::Seconds(20);
 class CertDir {
  public:
   CertDir() {
-    std::string dir = ::testing::TempDir() + "emb_tls_XXXXXX";
-    if (mkdtemp(dir.data()) == nullptr) {
-      ADD_FAILURE() << "mkdtemp failed";
-      return;
-    }
-    dir_ = dir;
     const std::string command =
-        std::string(EMB_MAKE_TEST_CERTS) + " '" + dir_ + "' >/dev/null 2>&1";
+        std::string(EMB_MAKE_TEST_CERTS) + " '" + dir_.path() + "' >/dev/null 2>&1";
     EXPECT_EQ(std::system(command.c_str()), 0) << command;
   }
-  ~CertDir() {
-    if (!dir_.empty()) {
-      std::filesystem::remove_all(dir_);
-    }
-  }
-  CertDir(const CertDir&) = delete;
-  CertDir& operator=(const CertDir&) = delete;
 
-  std::string Path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string Path(const std::string& name) const { return dir_.File(name); }
   std::string Read(const std::string& name) const {
     std::ifstream in(Path(name), std::ios::binary);
     std::stringstream text;
@@ -73,7 +60,7 @@ class CertDir {
   }
 
  private:
-  std::string dir_;
+  testing::TempDir dir_;
 };
 
 client::TlsOptions Tls(const CertDir& certs, const std::string& ca,
@@ -94,16 +81,8 @@ std::vector<std::string> DemoFlags() {
 
 // Rows `ids` of the demo table the server serves, made in-process from the same seed.
 std::string Expected(absl::Span<const int64_t> ids) {
-  static const auto* table = [] {
-    auto source = service::TableSource::Demo("demo", kRows, kDim, kSeed);
-    auto* bytes = new std::vector<std::byte>(source->bytes());
-    EXPECT_TRUE(source->Read(0, absl::MakeSpan(*bytes)).ok());
-    return bytes;
-  }();
-  std::string out(ids.size() * kDim * sizeof(float), '\0');
-  kernels::CpuGather(table->data(), DataType::kFloat32, kDim, ids, DataType::kFloat32,
-                     reinterpret_cast<std::byte*>(out.data()));
-  return out;
+  static const auto* table = new testing::DemoTable(kRows, kDim, kSeed);
+  return table->Rows(ids);
 }
 
 // A LookUp of a few ids (the first and last rows among them) with its rows checked.
