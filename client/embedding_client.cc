@@ -9,17 +9,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "proto/convert/data_type_proto.h"
 
 namespace emb::client {
 namespace {
 
 namespace pb = ::embedding::v1;
-
-bool IsKnownDataType(int value) {
-  return value == static_cast<int>(DataType::kFloat32) ||
-         value == static_cast<int>(DataType::kFloat16) ||
-         value == static_cast<int>(DataType::kBFloat16);
-}
 
 // A deadline must be positive and finite: the API has no call without one.
 absl::Status CheckTimeout(absl::Duration timeout) {
@@ -106,17 +101,17 @@ void ToLookUpRequest(const LookUpRequestSpec& spec, pb::LookUpRequest* out) {
   out->set_table(spec.table);
   out->mutable_ids()->Add(spec.ids.begin(), spec.ids.end());
   out->mutable_shape()->Add(spec.shape.begin(), spec.shape.end());
-  out->set_dtype(spec.dtype.has_value() ? static_cast<pb::DataType>(*spec.dtype)
-                                        : pb::DATA_TYPE_UNSPECIFIED);
+  out->set_dtype(ToProto(spec.dtype));
 }
 
 absl::StatusOr<LookUpResult> FromLookUpResponse(pb::LookUpResponse* response) {
-  if (!IsKnownDataType(response->dtype())) {
+  const std::optional<DataType> dtype = FromProto(response->dtype());
+  if (!dtype.has_value()) {
     return absl::InternalError(
         absl::StrCat("server answered with unknown dtype ", response->dtype()));
   }
   LookUpResult result;
-  result.dtype = static_cast<DataType>(response->dtype());
+  result.dtype = *dtype;
   result.shape.assign(response->shape().begin(), response->shape().end());
   const uint64_t elem = ElementSize(result.dtype);
   uint64_t bytes = elem;
@@ -157,8 +152,7 @@ absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(absl::string_view table,
   request.set_table(std::string{table});
   request.mutable_ids()->Add(ids.begin(), ids.end());
   request.mutable_shape()->Add(shape.begin(), shape.end());
-  request.set_dtype(dtype.has_value() ? static_cast<pb::DataType>(*dtype)
-                                      : pb::DATA_TYPE_UNSPECIFIED);
+  request.set_dtype(ToProto(dtype));
   grpc::ClientContext ctx;
   SetDeadline(timeout, &ctx);
   pb::LookUpResponse response;
@@ -214,7 +208,8 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
   std::vector<TableInfo> tables;
   tables.reserve(response.tables_size());
   for (const pb::TableInfo& t : response.tables()) {
-    if (!IsKnownDataType(t.dtype())) {
+    const std::optional<DataType> dtype = FromProto(t.dtype());
+    if (!dtype.has_value()) {
       return absl::InternalError(
           absl::StrCat("server listed table \"", t.name(), "\" with unknown dtype ", t.dtype()));
     }
@@ -222,7 +217,7 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.name = t.name();
     info.rows = t.rows();
     info.dim = t.dim();
-    info.dtype = static_cast<DataType>(t.dtype());
+    info.dtype = *dtype;
     info.device = t.device();
     info.is_default = t.is_default();
     tables.push_back(std::move(info));

@@ -15,10 +15,32 @@ function(emb_add_test)
   cmake_parse_arguments(T "GPU" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} emb::testing GTest::gmock_main)
+  file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
+  emb_expose(${T_NAME} PRIVATE ${folder})  # the test's own folder, e.g. tests/kernels/
   emb_set_warnings(${T_NAME})
   set(labels ${T_LABELS})
   if(T_GPU)
     list(APPEND labels gpu)
   endif()
   gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+endfunction()
+
+# emb_expose(target PUBLIC|INTERFACE path...): the project headers that `target`, and every
+# target that links it, may include: each path (a folder or one header, relative to the project
+# root) is linked under build/layers/<target>/, which becomes the target's include directory.
+# The project root itself is on no include path, so a header outside every exposed path of a
+# target's dependencies is not found: an include that runs against the layering
+# (docs/architecture.md) fails to compile. tests/tools/layering_check.py checks the same rules,
+# third-party headers included, on the sources.
+function(emb_expose target scope)
+  set(root ${CMAKE_BINARY_DIR}/layers/${target})
+  foreach(path IN LISTS ARGN)
+    if(NOT EXISTS ${PROJECT_SOURCE_DIR}/${path})
+      message(FATAL_ERROR "emb_expose(${target}): ${path} does not exist")
+    endif()
+    get_filename_component(parent ${root}/${path} DIRECTORY)
+    file(MAKE_DIRECTORY ${parent})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${path} ${root}/${path} SYMBOLIC)
+  endforeach()
+  target_include_directories(${target} ${scope} ${root})
 endfunction()

@@ -9,7 +9,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 
 #if defined(__CUDACC__)
 #define EMB_HOST_DEVICE __host__ __device__ __forceinline__
@@ -19,12 +18,23 @@
 
 namespace emb {
 
-// Values match embedding.v1.DataType so that a cast converts between them.
+// Values match embedding.v1.DataType; proto/convert/data_type_proto.h converts between them
+// (and static_asserts that they agree).
 enum class DataType : int {
   kFloat32 = 1,
   kFloat16 = 2,
   kBFloat16 = 3,
 };
+
+// Every DataType, in value order.
+inline constexpr DataType kAllDataTypes[] = {DataType::kFloat32, DataType::kFloat16,
+                                             DataType::kBFloat16};
+
+// True for a DataType enumerator; false for any other value cast to DataType (from a wire enum,
+// a C caller or a fuzzer). The one place that knows which values are valid.
+inline constexpr bool IsDataType(DataType t) {
+  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
+}
 
 inline constexpr size_t ElementSize(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
 
@@ -43,7 +53,7 @@ inline const char* DataTypeName(DataType t) {
 
 // Parses a DataTypeName() spelling; returns false for anything else.
 inline bool ParseDataType(const char* name, DataType* out) {
-  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+  for (DataType t : kAllDataTypes) {
     if (std::strcmp(name, DataTypeName(t)) == 0) {
       *out = t;
       return true;

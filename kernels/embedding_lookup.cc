@@ -7,10 +7,6 @@
 namespace emb::kernels {
 namespace {
 
-bool IsDataType(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
 // Reads the properties of the current device (`device`) into a tuning.
 absl::StatusOr<GatherTuning> TuningOfCurrent(int device) {
   GatherTuning t;

@@ -49,11 +49,8 @@ cudaError_t CurrentTuning(emb::kernels::GatherTuning* out) {
 }
 
 bool ToDataType(int value, emb::DataType* out) {
-  if (value < 1 || value > 3) {
-    return false;
-  }
   *out = static_cast<emb::DataType>(value);
-  return true;
+  return emb::IsDataType(*out);
 }
 
 }  // namespace

@@ -386,10 +386,6 @@ cudaError_t LaunchRowOwners(const GatherLaunchShape& shape, const void* d_table,
   return cudaSuccess;
 }
 
-bool IsDataType(DataType t) {
-  return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
-}
-
 // Whether the bulk paths can serve these arguments: the copy engine (sm_90), raw bytes (equal
 // types), rows and both base pointers on 16 bytes, rows up to 16 MB (so that a row's last piece
 // is never empty).

@@ -5,22 +5,21 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "service/log.h"
-#include "service/server.h"
+#include "service/common/flags_usage.h"
+#include "service/common/log.h"
+#include "service/server/server.h"
 
 ABSL_FLAG(std::string, table, "",
           "NAME=PATH[#TENSOR] of a table to serve; repeat the flag for several tables. Formats: "
@@ -111,6 +110,14 @@ std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& 
   return values;
 }
 
+// A lost GPU context (a sticky CUDA error) cannot be recovered in this process: the server has
+// already said NOT_SERVING; exit so that the orchestrator restarts it.
+[[noreturn]] void ExitOnDeviceLoss(const std::string& why) {
+  LogError("stopping: the GPU context is lost (", why,
+           "); exiting with status 1 so that the orchestrator restarts the server");
+  std::_Exit(1);
+}
+
 absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
     const std::vector<std::string>& table_flags) {
   emb::service::ServerConfig c;
@@ -135,10 +142,14 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.batcher.max_queue_ids = absl::GetFlag(FLAGS_max_queue_ids);
   c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
-  c.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
+  c.store.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
   c.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
-  c.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
-  c.zero_copy_max_bytes = absl::GetFlag(FLAGS_zero_copy_max_bytes);
+  c.store.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
+  if (absl::GetFlag(FLAGS_zero_copy_max_bytes) < 0) {
+    return absl::InvalidArgumentError("--zero_copy_max_bytes must not be negative");
+  }
+  c.store.zero_copy_max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_zero_copy_max_bytes));
+  c.store.on_device_lost = ExitOnDeviceLoss;
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   c.tls_key = absl::GetFlag(FLAGS_tls_key);
@@ -161,17 +172,12 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  emb::service::ParseFlags(
+      argc, argv,
       "Serves embedding table lookups over gRPC (embedding.v1.EmbeddingService).\n"
       "  embedding-server --table=words=/data/words.npy --device=cuda\n"
-      "With no --table it serves a seeded demo table.");
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "service/main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
-  absl::ParseCommandLine(argc, argv);
+      "With no --table it serves a seeded demo table.",
+      "service/main.cc");
   // Debian's Abseil is built with Mutex deadlock detection on, which keeps a global lock graph
   // updated on every lock; the request path takes several locks per call.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);

@@ -1,4 +1,4 @@
-// libFuzzer target: request validation (service/request_validation.h), on any bytes parsed as a
+// libFuzzer target: request validation (service/rpc/request_validation.h), on any bytes parsed as a
 // LookUpRequest (as the server parses a call), against tables a table file can describe (rows
 // and dim >= 1, at most 2^63 - 1 bytes) and the default and extreme limits. An accepted request
 // is servable: its shape holds its ids, its ids are rows of the table, and the answer fits the
@@ -11,7 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "embedding/v1/embedding_service.pb.h"
 #include "kernels/data_type.h"
-#include "service/request_validation.h"
+#include "service/rpc/request_validation.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace {

@@ -1,11 +1,12 @@
-// libFuzzer target: the .npy header parser (service/table_source.h, ParseTableFile), on any bytes
-// as a whole file. A file it accepts must hold its rows: rows, dim >= 1 and the data inside it.
+// libFuzzer target: the .npy header parser (service/tables/table_source.h, ParseTableFile), on any
+// bytes as a whole file. A file it accepts must hold its rows: rows, dim >= 1 and the data inside
+// it.
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "service/table_source.h"
+#include "service/tables/table_source.h"
 #include "tests/fuzz/fuzz_check.h"
 #include "tests/fuzz/table_layout_check.h"
 

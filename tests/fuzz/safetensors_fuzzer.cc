@@ -1,5 +1,5 @@
-// libFuzzer target: the .safetensors parser (service/table_source.h, ParseTableFile), its JSON
-// header included, on any bytes as a whole file: without #TENSOR (the file's only tensor) and
+// libFuzzer target: the .safetensors parser (service/tables/table_source.h, ParseTableFile), its
+// JSON header included, on any bytes as a whole file: without #TENSOR (the file's only tensor) and
 // with the tensor names the seeds use. A tensor it accepts lies inside the file.
 #include <cstddef>
 #include <cstdint>

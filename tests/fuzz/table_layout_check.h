@@ -10,7 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "kernels/data_type.h"
-#include "service/table_source.h"
+#include "service/tables/table_source.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace emb::fuzz {

@@ -31,7 +31,8 @@ constexpr int64_t kDim = 32;
 constexpr uint64_t kSeed = 3;
 constexpr int64_t kMaxRequestIds = 1000;
 constexpr int64_t kMaxResponseBytes = 64000;  // 500 float32 rows
-// The server's receive limit: --max_request_ids x 10 bytes + 64 KiB of room (service/server.cc).
+// The server's receive limit: --max_request_ids x 10 bytes + 64 KiB of room
+// (service/server/server.cc).
 constexpr int64_t kMaxReceiveBytes = kMaxRequestIds * 10 + (64 << 10);
 
 struct BadCall {

@@ -23,7 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
-#include "service/log.h"
+#include "service/common/log.h"
 #include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
@@ -437,7 +437,7 @@ TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
 }
 
 // The time stamp of the first log line that contains `text`; nullopt when no such line (yet).
-// Lines look like "2026-11-30T06:40:12.123456Z I message" (service/log.h).
+// Lines look like "2026-11-30T06:40:12.123456Z I message" (service/common/log.h).
 std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& text) {
   const size_t at = log.find(text);
   if (at == std::string::npos) {

@@ -1,4 +1,4 @@
-#include "service/batcher.h"
+#include "service/batch/batcher.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,10 +22,10 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/data_type.h"
-#include "service/cpu_store.h"
-#include "service/embedding_store.h"
-#include "service/metrics.h"
-#include "service/table_source.h"
+#include "service/metrics/metrics.h"
+#include "service/store/cpu_store.h"
+#include "service/store/embedding_store.h"
+#include "service/tables/table_source.h"
 #include "tests/testing/status_matchers.h"
 
 namespace emb::service {

@@ -10,8 +10,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_status.h"
-#include "service/gpu_store.h"
-#include "service/table_source.h"
+#include "service/store/gpu_store.h"
+#include "service/tables/table_source.h"
 #include "tests/testing/cuda_fault.h"
 #include "tests/testing/status_matchers.h"
 

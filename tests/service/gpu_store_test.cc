@@ -1,6 +1,6 @@
 // GpuStore against CpuStore on random tables: every table and answer dtype, odd dims, many
 // batches in flight at once. Skips, saying why, where no GPU is visible.
-#include "service/gpu_store.h"
+#include "service/store/gpu_store.h"
 
 #include <cuda_runtime_api.h>
 
@@ -15,8 +15,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
-#include "service/cpu_store.h"
-#include "service/table_source.h"
+#include "service/store/cpu_store.h"
+#include "service/tables/table_source.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 

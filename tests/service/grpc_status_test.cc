@@ -1,4 +1,4 @@
-#include "service/grpc_status.h"
+#include "service/rpc/grpc_status.h"
 
 #include <string>
 #include <utility>

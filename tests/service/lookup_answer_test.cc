@@ -1,4 +1,4 @@
-#include "service/lookup_answer.h"
+#include "service/rpc/lookup_answer.h"
 
 #include <random>
 #include <string>

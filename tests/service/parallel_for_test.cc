@@ -1,4 +1,4 @@
-#include "service/parallel_for.h"
+#include "service/batch/parallel_for.h"
 
 #include <atomic>
 #include <thread>

@@ -1,4 +1,4 @@
-#include "service/request_validation.h"
+#include "service/rpc/request_validation.h"
 
 #include <cstdint>
 #include <initializer_list>
@@ -9,7 +9,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/data_type.h"
-#include "service/metrics.h"
 #include "tests/testing/status_matchers.h"
 
 namespace emb::service {

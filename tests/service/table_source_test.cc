@@ -1,4 +1,4 @@
-#include "service/table_source.h"
+#include "service/tables/table_source.h"
 
 #include <algorithm>
 #include <cstddef>

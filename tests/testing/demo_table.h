@@ -18,7 +18,7 @@
 #include "absl/types/span.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/data_type.h"
-#include "service/table_source.h"
+#include "service/tables/table_source.h"
 
 namespace emb::testing {
 

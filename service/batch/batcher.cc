@@ -1,0 +1,237 @@
+#include "service/batch/batcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace emb::service {
+namespace {
+
+class RealClock final : public Clock {
+ public:
+  absl::Time Now() override { return absl::Now(); }
+};
+
+// The options, with batches no larger than the store's buffers were sized for.
+BatcherOptions FitToStore(BatcherOptions options, const EmbeddingStore& store) {
+  options.max_batch_ids = std::min(options.max_batch_ids, store.max_batch_ids());
+  return options;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+Clock* Clock::Real() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+// A formed batch: its callers and the concatenated ids, alive until its rows are answered.
+struct Batcher::Batch {
+  std::vector<Entry> entries;
+  std::vector<int64_t> ids;
+  DataType out_type;
+};
+
+Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics, Clock* clock)
+    : store_(store),
+      options_(FitToStore(options, *store)),
+      metrics_(metrics),
+      clock_(clock),
+      dim_(static_cast<size_t>(store->dim())),
+      start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
+      answerers_(options.answer_threads),
+      worker_([this] { Run(); }) {}
+
+Batcher::~Batcher() { Shutdown(); }
+
+absl::Status Batcher::Submit(Request request) {
+  const auto n = static_cast<int64_t>(request.ids.size());
+  if (n > options_.max_batch_ids) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(n, " ids exceed the batch limit of ", options_.max_batch_ids));
+  }
+  std::vector<Entry> start_now;  // the batch this thread starts itself, if any
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) {
+      return absl::UnavailableError("the server is shutting down");
+    }
+    if (queued_ids_ + n > options_.max_queue_ids) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("table '", store_->name(), "' queue is full: ", queued_ids_,
+                       " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
+    }
+    if (!start_when_idle_ || !queue_.empty() || inflight_ > 0) {
+      queued_ids_ += n;
+      metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
+      queue_.push_back(Entry{std::move(request), clock_->Now()});
+      return absl::OkStatus();
+    }
+    // Nothing to coalesce with: start the batch here (the store only enqueues it).
+    ++inflight_;
+    metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+    start_now.push_back(Entry{std::move(request), clock_->Now()});
+  }
+  Dispatch(std::move(start_now));
+  return absl::OkStatus();
+}
+
+void Batcher::Shutdown() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (worker_.joinable()) {
+    worker_.join();
+  }
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](int64_t* inflight) { return *inflight == 0; }, &inflight_));
+}
+
+int64_t Batcher::queued_ids_for_test() const {
+  absl::MutexLock lock(&mu_);
+  return queued_ids_;
+}
+
+std::vector<Batcher::Entry> Batcher::TakeBatch() {
+  std::vector<Entry> taken;
+  if (queue_.empty()) {
+    return taken;
+  }
+  const DataType type = queue_.front().request.out_type;
+  int64_t ids = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    const auto n = static_cast<int64_t>(it->request.ids.size());
+    if (it->request.out_type != type) {
+      ++it;
+      continue;
+    }
+    if (ids + n > options_.max_batch_ids) {
+      break;
+    }
+    ids += n;
+    taken.push_back(std::move(*it));
+    it = queue_.erase(it);
+  }
+  queued_ids_ -= ids;
+  metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
+  return taken;
+}
+
+void Batcher::Run() {
+  for (;;) {
+    std::vector<Entry> entries;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Batcher* b)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->stopping_ || !b->queue_.empty(); },
+          this));
+      if (queue_.empty()) {
+        return;  // stopping, and nothing left to run
+      }
+      if (options_.max_queue_delay > absl::ZeroDuration()) {
+        // Wait for more requests until the batch is full or the oldest has waited long enough.
+        const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
+        const absl::Duration wait = flush_at - clock_->Now();
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   return b->stopping_ ||
+                                          b->queued_ids_ >= b->options_.max_batch_ids;
+                                 },
+                                 this),
+                             wait);
+      }
+      entries = TakeBatch();
+      ++inflight_;
+      metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+    }
+    Dispatch(std::move(entries));
+  }
+}
+
+void Batcher::Dispatch(std::vector<Entry> entries) {
+  auto batch = std::make_unique<Batch>();
+  batch->out_type = entries.front().request.out_type;
+  const absl::Time now = clock_->Now();
+  size_t total = 0;
+  for (Entry& e : entries) {
+    Request& r = e.request;
+    if (now > r.deadline) {
+      metrics_.dropped_deadline->Increment();
+      r.done(absl::DeadlineExceededError(
+          absl::StrCat("deadline passed after ", absl::FormatDuration(now - e.enqueued),
+                       " in the queue of table '", store_->name(), "', before its batch ran")));
+      continue;
+    }
+    if (r.is_cancelled && r.is_cancelled()) {
+      metrics_.dropped_cancelled->Increment();
+      r.done(absl::CancelledError("the call was cancelled before its batch ran"));
+      continue;
+    }
+    metrics_.queue_wait_seconds->Observe(absl::ToDoubleSeconds(now - e.enqueued));
+    total += r.ids.size();
+    batch->entries.push_back(std::move(e));
+  }
+  if (batch->entries.empty()) {
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+    metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+    return;
+  }
+  batch->ids.reserve(total);
+  for (const Entry& e : batch->entries) {
+    batch->ids.insert(batch->ids.end(), e.request.ids.begin(), e.request.ids.end());
+  }
+  metrics_.batch_ids->Observe(static_cast<double>(total));
+  metrics_.batch_requests->Observe(static_cast<double>(batch->entries.size()));
+  Batch* raw = batch.get();
+  store_->LookUp(raw->ids, raw->out_type,
+                 [this, batch = std::move(batch)](
+                     const absl::Status& status, absl::Span<const std::byte> rows,
+                     const StageTimes& times) { Answer(*batch, status, rows, times); });
+}
+
+void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
+                     const StageTimes& times) {
+  const auto start = std::chrono::steady_clock::now();
+  if (status.ok()) {
+    metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
+    metrics_.gather_seconds->Observe(times.gather);
+    if (times.copy_in > 0 || times.copy_out > 0) {
+      metrics_.copy_in_seconds->Observe(times.copy_in);
+      metrics_.copy_out_seconds->Observe(times.copy_out);
+    }
+  }
+  // Each caller's rows start where the previous caller's end.
+  const size_t row_bytes = dim_ * ElementSize(batch.out_type);
+  std::vector<size_t> offsets(batch.entries.size());
+  size_t offset = 0;
+  for (size_t i = 0; i < batch.entries.size(); ++i) {
+    offsets[i] = offset;
+    offset += batch.entries[i].request.ids.size() * row_bytes;
+  }
+  answerers_.Run(static_cast<int>(batch.entries.size()), [&](int i) {
+    Request& r = batch.entries[i].request;
+    if (status.ok()) {
+      r.out->assign(reinterpret_cast<const char*>(rows.data()) + offsets[i],
+                    r.ids.size() * row_bytes);
+    }
+    r.done(status);
+  });
+  metrics_.answer_seconds->Observe(SecondsSince(start));
+  absl::MutexLock lock(&mu_);
+  --inflight_;
+  metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+}
+
+}  // namespace emb::service

@@ -1,0 +1,116 @@
+// Batcher: coalesces concurrent LookUp requests on one table into batches, one gather each.
+//
+// Requests join a bounded FIFO queue. A worker thread forms a batch from the oldest request and
+// the ones behind it with the same answer type, up to max_batch_ids ids, waiting at most
+// max_queue_delay after the oldest arrived (0: take what is queued now; requests that arrive while
+// a batch runs join the next). With max_queue_delay 0 and an asynchronous store, a request that
+// finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
+// thread: that only enqueues the gather, and saves waking the worker (tens of microseconds).
+// Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
+// batch's ids are concatenated into one int64 tensor and handed to the store; its rows are split
+// back to the callers. Thread-safe.
+#ifndef EMB_SERVICE_BATCH_BATCHER_H_
+#define EMB_SERVICE_BATCH_BATCHER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "kernels/data_type.h"
+#include "service/batch/parallel_for.h"
+#include "service/metrics/metrics.h"
+#include "service/store/embedding_store.h"
+
+namespace emb::service {
+
+struct BatcherOptions {
+  int64_t max_batch_ids = 65536;
+  absl::Duration max_queue_delay = absl::ZeroDuration();
+  int64_t max_queue_ids = 1 << 20;
+  // Threads besides the batch's own that copy rows to the callers and finish their calls.
+  int answer_threads = 0;
+};
+
+// Time source for deadlines and queue waits; tests inject a fake one.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual absl::Time Now() = 0;
+  static Clock* Real();
+};
+
+class Batcher {
+ public:
+  struct Request {
+    absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
+    DataType out_type = DataType::kFloat32;
+    std::string* out = nullptr;  // set to the rows before `done` runs (on OK); valid until done
+    absl::Time deadline = absl::InfiniteFuture();
+    std::function<bool()> is_cancelled;  // may be empty
+    absl::AnyInvocable<void(const absl::Status&)> done;
+  };
+
+  // `store`, `metrics` and `clock` must outlive the batcher. Starts the worker thread. Batches
+  // hold at most min(options.max_batch_ids, store->max_batch_ids()) ids.
+  Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics metrics,
+          Clock* clock = Clock::Real());
+  // Calls Shutdown().
+  ~Batcher();
+  Batcher(const Batcher&) = delete;
+  Batcher& operator=(const Batcher&) = delete;
+
+  // Queues `request`. On OK its `done` runs exactly once, on a batcher or store thread (or, for a
+  // request dropped as it starts on the submitting thread, before Submit returns).
+  // Otherwise `done` is not called: RESOURCE_EXHAUSTED when the queue holds max_queue_ids ids
+  // already, INVALID_ARGUMENT for more than max_batch_ids ids, UNAVAILABLE after Shutdown().
+  absl::Status Submit(Request request);
+
+  // Stops taking requests, runs every queued one, and waits until every batch is answered.
+  void Shutdown();
+
+  int64_t queued_ids_for_test() const;
+
+ private:
+  struct Entry {
+    Request request;
+    absl::Time enqueued;
+  };
+  struct Batch;
+
+  void Run();
+  // Removes the next batch's entries from the queue; empty when the queue is empty.
+  std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Dispatch(std::vector<Entry> entries);
+  void Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
+              const StageTimes& times);
+
+  EmbeddingStore* const store_;
+  const BatcherOptions options_;
+  const TableMetrics metrics_;
+  Clock* const clock_;
+  const size_t dim_;
+  // Whether a request that finds the batcher idle starts its batch on the submitting thread.
+  const bool start_when_idle_;
+  ParallelFor answerers_;
+
+  mutable absl::Mutex mu_;
+  std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread worker_;
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_BATCH_BATCHER_H_

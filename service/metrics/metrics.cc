@@ -1,0 +1,227 @@
+#include "service/metrics/metrics.h"
+
+#include <atomic>
+#include <utility>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "prometheus/counter.h"
+
+namespace emb::service {
+namespace {
+
+using prometheus::BuildCounter;
+using prometheus::BuildGauge;
+using prometheus::BuildHistogram;
+
+prometheus::Histogram::BucketBoundaries PowersOfTwo(int max_exponent) {
+  prometheus::Histogram::BucketBoundaries b;
+  for (int e = 0; e <= max_exponent; ++e) {
+    b.push_back(static_cast<double>(int64_t{1} << e));
+  }
+  return b;
+}
+
+const char* const kCodeNames[] = {
+    "OK",        "CANCELLED",      "UNKNOWN",           "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",
+    "NOT_FOUND", "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+    "ABORTED",   "OUT_OF_RANGE",   "UNIMPLEMENTED",     "INTERNAL",           "UNAVAILABLE",
+    "DATA_LOSS", "UNAUTHENTICATED"};
+
+}  // namespace
+
+absl::string_view GrpcCodeName(int code) {
+  if (code < 0 || code >= Metrics::kNumCodes) {
+    return "UNKNOWN";
+  }
+  return kCodeNames[code];
+}
+
+const prometheus::Histogram::BucketBoundaries& Metrics::SecondsBuckets() {
+  static const auto* buckets = new prometheus::Histogram::BucketBoundaries{
+      1e-5,   2.5e-5, 5e-5, 1e-4, 2.5e-4, 5e-4, 1e-3, 2.5e-3, 5e-3, 1e-2,
+      2.5e-2, 5e-2,   0.1,  0.25, 0.5,    1,    2.5,  5,      10};
+  return *buckets;
+}
+
+Metrics::Metrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      request_duration_(BuildHistogram()
+                            .Name("embedding_request_duration_seconds")
+                            .Help("Time from receiving an EmbeddingService call to its status, "
+                                  "by method and gRPC code.")
+                            .Register(*registry_)),
+      queue_wait_(BuildHistogram()
+                      .Name("embedding_queue_wait_seconds")
+                      .Help("Time a LookUp waited in its table's queue before its batch ran.")
+                      .Register(*registry_)),
+      gather_duration_(BuildHistogram()
+                           .Name("embedding_gather_duration_seconds")
+                           .Help("Time of one batch's gather on its device.")
+                           .Register(*registry_)),
+      stage_duration_(BuildHistogram()
+                          .Name("embedding_batch_stage_duration_seconds")
+                          .Help("Time of each stage of a batch after the queue: copy_in (ids to "
+                                "the device), gather, copy_out (rows to the host), answer (split "
+                                "rows to the callers and finish the calls).")
+                          .Register(*registry_)),
+      batch_ids_(BuildHistogram()
+                     .Name("embedding_batch_ids")
+                     .Help("Ids in each formed batch.")
+                     .Register(*registry_)),
+      batch_requests_(BuildHistogram()
+                          .Name("embedding_batch_requests")
+                          .Help("Requests coalesced into each formed batch.")
+                          .Register(*registry_)),
+      ids_(BuildCounter()
+               .Name("embedding_ids_total")
+               .Help("Ids looked up (in batches that ran).")
+               .Register(*registry_)),
+      rejected_ids_(BuildCounter()
+                        .Name("embedding_rejected_ids_total")
+                        .Help("Ids in requests turned away before batching, by reason.")
+                        .Register(*registry_)),
+      dropped_requests_(BuildCounter()
+                            .Name("embedding_dropped_requests_total")
+                            .Help("Queued requests dropped before their batch ran: deadline "
+                                  "passed or call cancelled.")
+                            .Register(*registry_)),
+      queue_ids_(BuildGauge()
+                     .Name("embedding_queue_ids")
+                     .Help("Ids waiting in the table's queue.")
+                     .Register(*registry_)),
+      inflight_batches_(BuildGauge()
+                            .Name("embedding_inflight_batches")
+                            .Help("Batches handed to the store and not yet answered.")
+                            .Register(*registry_)),
+      table_info_(BuildGauge()
+                      .Name("embedding_table_info")
+                      .Help("1 for each loaded table, labelled with its dtype and device.")
+                      .Register(*registry_)),
+      table_rows_(BuildGauge()
+                      .Name("embedding_table_rows")
+                      .Help("Rows of each loaded table.")
+                      .Register(*registry_)),
+      table_dim_(BuildGauge()
+                     .Name("embedding_table_dim")
+                     .Help("Elements per row of each loaded table.")
+                     .Register(*registry_)),
+      table_bytes_(BuildGauge()
+                       .Name("embedding_table_bytes")
+                       .Help("Bytes each loaded table occupies on its device.")
+                       .Register(*registry_)),
+      grpc_started_(BuildCounter()
+                        .Name("grpc_server_started_total")
+                        .Help("RPCs started on the server.")
+                        .Register(*registry_)),
+      grpc_handled_(BuildCounter()
+                        .Name("grpc_server_handled_total")
+                        .Help("RPCs completed on the server, regardless of success or failure.")
+                        .Register(*registry_)),
+      grpc_handling_(BuildHistogram()
+                         .Name("grpc_server_handling_seconds")
+                         .Help("Response latency of RPCs handled by the server.")
+                         .Register(*registry_)) {}
+
+Metrics::~Metrics() = default;
+
+TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtype,
+                               const std::string& device, int64_t rows, int64_t dim,
+                               int64_t bytes) {
+  const auto& s = SecondsBuckets();
+  auto stage = [&](const char* name) {
+    return &stage_duration_.Add({{"table", table}, {"stage", name}}, s);
+  };
+  table_info_.Add({{"table", table}, {"dtype", dtype}, {"device", device}}).Set(1);
+  table_rows_.Add({{"table", table}}).Set(static_cast<double>(rows));
+  table_dim_.Add({{"table", table}}).Set(static_cast<double>(dim));
+  table_bytes_.Add({{"table", table}}).Set(static_cast<double>(bytes));
+  return TableMetrics{
+      .queue_wait_seconds = &queue_wait_.Add({{"table", table}}, s),
+      .gather_seconds = &gather_duration_.Add({{"table", table}, {"device", device}}, s),
+      .copy_in_seconds = stage("copy_in"),
+      .copy_out_seconds = stage("copy_out"),
+      .answer_seconds = stage("answer"),
+      .batch_ids = &batch_ids_.Add({{"table", table}}, PowersOfTwo(20)),
+      .batch_requests = &batch_requests_.Add({{"table", table}}, PowersOfTwo(12)),
+      .ids = &ids_.Add({{"table", table}}),
+      .dropped_deadline = &dropped_requests_.Add({{"table", table}, {"reason", "deadline"}}),
+      .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
+      .queue_ids = &queue_ids_.Add({{"table", table}}),
+      .inflight_batches = &inflight_batches_.Add({{"table", table}}),
+  };
+}
+
+void Metrics::RejectIds(const std::string& table, absl::string_view reason, int64_t ids) {
+  rejected_ids_.Add({{"table", table}, {"reason", std::string(reason)}})
+      .Increment(static_cast<double>(ids));
+}
+
+// The instances of one gRPC method, resolved on its first call; per code on the code's first use.
+struct Metrics::MethodMetrics {
+  prometheus::Counter* started = nullptr;
+  prometheus::Histogram* handling = nullptr;
+  bool is_embedding = false;  // also recorded as embedding_request_duration_seconds
+  std::string service, method, type;
+  std::atomic<prometheus::Counter*> handled[kNumCodes] = {};
+  std::atomic<prometheus::Histogram*> duration[kNumCodes] = {};
+};
+
+Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view full_method, absl::string_view type) {
+  const absl::string_view key = full_method;
+  {
+    absl::ReaderMutexLock lock(&methods_mu_);
+    if (auto it = methods_.find(key); it != methods_.end()) {
+      return *it->second;
+    }
+  }
+  absl::MutexLock lock(&methods_mu_);
+  auto& slot = methods_[key];
+  if (slot == nullptr) {
+    slot = std::make_unique<MethodMetrics>();
+    // "/embedding.v1.EmbeddingService/LookUp" -> service, method.
+    std::pair<std::string, std::string> parts =
+        absl::StrSplit(absl::StripPrefix(key, "/"), absl::MaxSplits('/', 1));
+    slot->service = std::move(parts.first);
+    slot->method = std::move(parts.second);
+    slot->type = std::string(type);
+    slot->is_embedding = slot->service == "embedding.v1.EmbeddingService";
+    const prometheus::Labels labels = {
+        {"grpc_service", slot->service}, {"grpc_method", slot->method}, {"grpc_type", slot->type}};
+    slot->started = &grpc_started_.Add(labels);
+    slot->handling = &grpc_handling_.Add(labels, SecondsBuckets());
+  }
+  return *slot;
+}
+
+void Metrics::CallStarted(MethodMetrics& m) {
+  m.started->Increment();
+  active_calls_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void Metrics::RecordHandled(MethodMetrics& m, int code, double seconds) {
+  if (code < 0 || code >= kNumCodes) {
+    code = 2;  // UNKNOWN
+  }
+  prometheus::Counter* handled = m.handled[code].load(std::memory_order_acquire);
+  if (handled == nullptr) {
+    const std::string name(GrpcCodeName(code));
+    handled = &grpc_handled_.Add({{"grpc_service", m.service},
+                                  {"grpc_method", m.method},
+                                  {"grpc_type", m.type},
+                                  {"grpc_code", name}});
+    m.handled[code].store(handled, std::memory_order_release);
+    if (m.is_embedding) {
+      m.duration[code].store(
+          &request_duration_.Add({{"method", m.method}, {"code", name}}, SecondsBuckets()),
+          std::memory_order_release);
+    }
+  }
+  handled->Increment();
+  m.handling->Observe(seconds);
+  if (prometheus::Histogram* d = m.duration[code].load(std::memory_order_acquire)) {
+    d->Observe(seconds);
+  }
+}
+
+}  // namespace emb::service

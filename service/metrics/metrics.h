@@ -1,0 +1,109 @@
+// The service's Prometheus metrics: one registry, exposed over HTTP by the server.
+//
+// Metrics owns the registry and every metric family; per-table instances are resolved once at
+// start-up (TableMetrics) so the request path never looks a label set up. Thread-safe.
+#ifndef EMB_SERVICE_METRICS_METRICS_H_
+#define EMB_SERVICE_METRICS_METRICS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace emb::service {
+
+// The metric instances of one table, labelled with its name (and device where it applies).
+struct TableMetrics {
+  prometheus::Histogram* queue_wait_seconds;
+  prometheus::Histogram* gather_seconds;
+  prometheus::Histogram* copy_in_seconds;   // stage="copy_in"
+  prometheus::Histogram* copy_out_seconds;  // stage="copy_out"
+  prometheus::Histogram* answer_seconds;    // stage="answer": split rows and finish the calls
+  prometheus::Histogram* batch_ids;
+  prometheus::Histogram* batch_requests;
+  prometheus::Counter* ids;
+  prometheus::Counter* dropped_deadline;
+  prometheus::Counter* dropped_cancelled;
+  prometheus::Gauge* queue_ids;
+  prometheus::Gauge* inflight_batches;
+};
+
+class Metrics {
+ public:
+  Metrics();
+  ~Metrics();
+
+  std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
+
+  // Registers a table's instances and sets its info gauges. Call once per table at start-up.
+  TableMetrics AddTable(const std::string& table, const std::string& dtype,
+                        const std::string& device, int64_t rows, int64_t dim, int64_t bytes);
+
+  // Counts `ids` ids of a request on `table` turned away for `reason` (a label value: kReject* in
+  // service/rpc/request_validation.h).
+  void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
+
+  // Calls accepted by gRPC and not yet done (status sent, call torn down), over every service
+  // (kept by the call interceptor, service/rpc/call_metrics.h). Shutdown waits for it to reach 0.
+  int64_t active_calls() const { return active_calls_.load(); }
+
+  // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
+  static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
+
+  static constexpr int kNumCodes = 17;  // google.rpc.Code values 0..16
+
+  // The per-method instances of the grpc_server_* families (and of
+  // embedding_request_duration_seconds for the embedding service), for the call interceptor.
+  struct MethodMetrics;
+  // `full_method` as gRPC names it ("/embedding.v1.EmbeddingService/LookUp"), `type` one of
+  // "unary", "client_stream", "server_stream", "bidi_stream". Looked up once per call.
+  MethodMetrics& ForMethod(absl::string_view full_method, absl::string_view type);
+  // A call has started: counted, and active until CallDone().
+  void CallStarted(MethodMetrics& m);
+  // A call's status is being sent: counted by its code, with the time since the call started.
+  void RecordHandled(MethodMetrics& m, int code, double seconds);
+  // A call has been torn down (after its status was sent).
+  void CallDone() { active_calls_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Histogram>& request_duration_;
+  prometheus::Family<prometheus::Histogram>& queue_wait_;
+  prometheus::Family<prometheus::Histogram>& gather_duration_;
+  prometheus::Family<prometheus::Histogram>& stage_duration_;
+  prometheus::Family<prometheus::Histogram>& batch_ids_;
+  prometheus::Family<prometheus::Histogram>& batch_requests_;
+  prometheus::Family<prometheus::Counter>& ids_;
+  prometheus::Family<prometheus::Counter>& rejected_ids_;
+  prometheus::Family<prometheus::Counter>& dropped_requests_;
+  prometheus::Family<prometheus::Gauge>& queue_ids_;
+  prometheus::Family<prometheus::Gauge>& inflight_batches_;
+  prometheus::Family<prometheus::Gauge>& table_info_;
+  prometheus::Family<prometheus::Gauge>& table_rows_;
+  prometheus::Family<prometheus::Gauge>& table_dim_;
+  prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Family<prometheus::Counter>& grpc_started_;
+  prometheus::Family<prometheus::Counter>& grpc_handled_;
+  prometheus::Family<prometheus::Histogram>& grpc_handling_;
+
+  std::atomic<int64_t> active_calls_{0};
+  absl::Mutex methods_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_
+      ABSL_GUARDED_BY(methods_mu_);
+};
+
+// The gRPC status code's canonical name (google.rpc.Code), e.g. "OK", "NOT_FOUND".
+absl::string_view GrpcCodeName(int code);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_METRICS_METRICS_H_

@@ -1,0 +1,199 @@
+#include "service/rpc/embedding_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "grpcpp/support/proto_buffer_reader.h"
+#include "service/rpc/grpc_status.h"
+#include "service/rpc/lookup_answer.h"
+#include "service/rpc/request_validation.h"
+
+namespace emb::service {
+namespace {
+
+using embedding::v1::ListTablesRequest;
+using embedding::v1::ListTablesResponse;
+using embedding::v1::LookUpRequest;
+
+absl::Status ShuttingDown() {
+  return absl::UnavailableError("the server is shutting down; retry on another replica");
+}
+
+grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
+
+EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics)
+    : limits_(limits), metrics_(metrics) {}
+
+void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
+  tables_.store(tables, std::memory_order_release);
+}
+
+void EmbeddingServiceImpl::HoldNewCalls() {
+  absl::MutexLock lock(&mu_);
+  gate_.store(Gate::kHold, std::memory_order_release);
+}
+
+void EmbeddingServiceImpl::RefuseCalls() {
+  std::vector<grpc::ServerUnaryReactor*> held;
+  {
+    absl::MutexLock lock(&mu_);
+    gate_.store(Gate::kRefuse, std::memory_order_release);
+    held.swap(held_);
+  }
+  for (grpc::ServerUnaryReactor* reactor : held) {
+    reactor->Finish(ToGrpcStatus(ShuttingDown()));
+  }
+}
+
+int64_t EmbeddingServiceImpl::held_calls() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int64_t>(held_.size());
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::HoldOrRefuse(grpc::CallbackServerContext* ctx) {
+  if (gate_.load(std::memory_order_acquire) == Gate::kOpen) {
+    return nullptr;  // the common case, one load
+  }
+  absl::MutexLock lock(&mu_);
+  switch (gate_.load(std::memory_order_relaxed)) {
+    case Gate::kOpen:
+      return nullptr;
+    case Gate::kHold:
+      held_.push_back(ctx->DefaultReactor());
+      return held_.back();
+    case Gate::kRefuse:
+      break;
+  }
+  return FinishNow(ctx, ShuttingDown());
+}
+
+absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& name) const {
+  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+  if (tables == nullptr) {
+    return absl::UnavailableError("tables are still loading; retry shortly");
+  }
+  if (name.empty()) {
+    return &tables->front();
+  }
+  for (ServedTable& t : *tables) {
+    if (t.store->name() == name) {
+      return &t;
+    }
+  }
+  std::vector<std::string> names;
+  for (const ServedTable& t : *tables) {
+    names.push_back(t.store->name());
+  }
+  return absl::NotFoundError(
+      absl::StrCat("unknown table '", name, "'; this server has: ", absl::StrJoin(names, ", ")));
+}
+
+absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
+                                            DataType* out_type) const {
+  const EmbeddingStore& store = *table.store;
+  absl::string_view reason;
+  absl::StatusOr<DataType> type = ValidateLookUpRequest(
+      request, RequestTable{store.name(), store.rows(), store.dim(), store.dtype()},
+      limits_.max_request_ids, limits_.max_response_bytes, &reason);
+  if (!type.ok()) {
+    metrics_->RejectIds(store.name(), reason, request.ids_size());
+    return type.status();
+  }
+  *out_type = *type;
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerContext* ctx,
+                                                       const grpc::ByteBuffer* request_bytes,
+                                                       grpc::ByteBuffer* response_bytes) {
+  // One call's state, alive until its status is sent: the parsed request (the batcher reads its
+  // ids) and the string the batcher writes the rows into.
+  struct Call {
+    LookUpRequest request;
+    std::vector<int64_t> shape;
+    DataType out_type;
+    std::string rows;
+  };
+  if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
+    return reactor;
+  }
+  auto call = std::make_unique<Call>();
+  grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer
+  grpc::ProtoBufferReader reader(&copy);
+  if (!call->request.ParseFromZeroCopyStream(&reader)) {
+    return FinishNow(ctx, absl::InvalidArgumentError("the request is not a LookUpRequest"));
+  }
+  const LookUpRequest& request = call->request;
+  absl::StatusOr<ServedTable*> table = FindTable(request.table());
+  if (!table.ok()) {
+    return FinishNow(ctx, table.status());
+  }
+  if (absl::Status s = Validate(request, **table, &call->out_type); !s.ok()) {
+    return FinishNow(ctx, s);
+  }
+  const EmbeddingStore& store = *(*table)->store;
+  if (request.shape_size() > 0) {
+    call->shape.assign(request.shape().begin(), request.shape().end());
+  } else {
+    call->shape.push_back(request.ids_size());
+  }
+  call->shape.push_back(store.dim());
+  if (request.ids_size() == 0) {
+    *response_bytes = SerializeLookUpAnswer({}, call->shape, call->out_type);
+    return FinishNow(ctx, absl::OkStatus());
+  }
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  const int num_ids = request.ids_size();  // `call` goes with the request into the batcher
+  Batcher::Request r;
+  r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
+  r.out_type = call->out_type;
+  r.out = &call->rows;
+  r.deadline = absl::FromChrono(ctx->deadline());
+  r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
+  r.done = [reactor, response_bytes, call = std::move(call)](const absl::Status& s) {
+    if (s.ok()) {
+      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type);
+    }
+    reactor->Finish(ToGrpcStatus(s));
+  };
+  if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
+    metrics_->RejectIds(
+        store.name(),
+        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
+        num_ids);
+    reactor->Finish(ToGrpcStatus(s));
+  }
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerContext* ctx,
+                                                           const ListTablesRequest* /*request*/,
+                                                           ListTablesResponse* response) {
+  if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
+    return reactor;
+  }
+  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+  if (tables == nullptr) {
+    return FinishNow(ctx, absl::UnavailableError("tables are still loading; retry shortly"));
+  }
+  for (size_t i = 0; i < tables->size(); ++i) {
+    const EmbeddingStore& s = *(*tables)[i].store;
+    embedding::v1::TableInfo* info = response->add_tables();
+    info->set_name(s.name());
+    info->set_rows(s.rows());
+    info->set_dim(s.dim());
+    info->set_dtype(static_cast<embedding::v1::DataType>(s.dtype()));
+    info->set_device(s.device());
+    info->set_is_default(i == 0);
+  }
+  return FinishNow(ctx, absl::OkStatus());
+}
+
+}  // namespace emb::service

@@ -1,0 +1,85 @@
+// EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
+// hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks.
+// LookUp is a raw method: it parses the request itself and sends the answer rows from the
+// batch's own buffer (service/rpc/lookup_answer.h) instead of through protobuf serialization.
+// Thread-safe.
+#ifndef EMB_SERVICE_RPC_EMBEDDING_SERVICE_H_
+#define EMB_SERVICE_RPC_EMBEDDING_SERVICE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "embedding/v1/embedding_service.grpc.pb.h"
+#include "service/batch/batcher.h"
+#include "service/metrics/metrics.h"
+#include "service/store/embedding_store.h"
+
+namespace emb::service {
+
+struct ServiceLimits {
+  int64_t max_request_ids = 65536;
+  int64_t max_response_bytes = 128 << 20;
+};
+
+// One served table: its store and batcher. The service holds them in flag order, default first.
+struct ServedTable {
+  std::unique_ptr<EmbeddingStore> store;
+  std::unique_ptr<Batcher> batcher;
+};
+
+// ListTables through protobuf messages, LookUp on raw bytes.
+using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod_ListTables<
+    embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUp<
+        embedding::v1::EmbeddingService::Service>>;
+
+class EmbeddingServiceImpl final : public EmbeddingServiceBase {
+ public:
+  EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics);
+
+  // Makes the tables servable; until then LookUp answers UNAVAILABLE. Call once.
+  void SetTables(std::vector<ServedTable>* tables);
+
+  // Shutdown, in two steps around gRPC's own (see EmbeddingServer::Shutdown). HoldNewCalls: calls
+  // that arrive from now on are held, unanswered; calls already accepted carry on. RefuseCalls,
+  // once gRPC has sent its GOAWAY: the held calls, and any later ones, get UNAVAILABLE, which
+  // clients retry elsewhere. Holding keeps a caller that waits for its answer from sending a
+  // call that would reach gRPC after its shutdown began, which gRPC would answer CANCELLED.
+  void HoldNewCalls();
+  void RefuseCalls();
+  int64_t held_calls() const;
+
+  grpc::ServerUnaryReactor* LookUp(grpc::CallbackServerContext* ctx,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListTables(grpc::CallbackServerContext* ctx,
+                                       const embedding::v1::ListTablesRequest* request,
+                                       embedding::v1::ListTablesResponse* response) override;
+
+ private:
+  // Holds or refuses the call while shutting down (see HoldNewCalls): its reactor, else nullptr.
+  grpc::ServerUnaryReactor* HoldOrRefuse(grpc::CallbackServerContext* ctx);
+  // The table a request names, or NOT_FOUND.
+  absl::StatusOr<ServedTable*> FindTable(const std::string& name) const;
+  // Checks `request` against `table` and the limits; on error counts the rejected ids.
+  absl::Status Validate(const embedding::v1::LookUpRequest& request, const ServedTable& table,
+                        DataType* out_type) const;
+
+  enum class Gate { kOpen, kHold, kRefuse };
+
+  const ServiceLimits limits_;
+  Metrics* const metrics_;
+  std::atomic<std::vector<ServedTable>*> tables_{nullptr};
+  std::atomic<Gate> gate_{Gate::kOpen};  // read without mu_ on every call; changed under mu_
+  mutable absl::Mutex mu_;
+  std::vector<grpc::ServerUnaryReactor*> held_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_RPC_EMBEDDING_SERVICE_H_

@@ -1,0 +1,44 @@
+#include "service/rpc/lookup_answer.h"
+
+#include <utility>
+
+#include "embedding/v1/embedding_service.pb.h"
+#include "grpcpp/support/slice.h"
+
+namespace emb::service {
+namespace {
+
+void AppendVarint(uint64_t v, std::string* out) {
+  while (v >= 0x80) {
+    out->push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out->push_back(static_cast<char>(v));
+}
+
+}  // namespace
+
+grpc::ByteBuffer SerializeLookUpAnswer(std::string rows, absl::Span<const int64_t> shape,
+                                       DataType dtype) {
+  // Fields in number order, as protobuf writes them: 1 (embeddings), 2 (shape), 3 (dtype).
+  std::string head;
+  if (!rows.empty()) {
+    head.push_back(static_cast<char>((1 << 3) | 2));  // field 1, length-delimited
+    AppendVarint(rows.size(), &head);
+  }
+  embedding::v1::LookUpResponse tail;
+  tail.mutable_shape()->Add(shape.begin(), shape.end());
+  tail.set_dtype(static_cast<embedding::v1::DataType>(dtype));
+  grpc::Slice slices[3];
+  int n = 0;
+  if (!head.empty()) {
+    slices[n++] = grpc::Slice(head);
+    auto* owned = new std::string(std::move(rows));
+    slices[n++] = grpc::Slice(
+        owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
+  }
+  slices[n++] = grpc::Slice(tail.SerializeAsString());
+  return grpc::ByteBuffer(slices, n);
+}
+
+}  // namespace emb::service

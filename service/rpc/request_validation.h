@@ -1,0 +1,47 @@
+// The checks a LookUpRequest passes before it is queued (README, "Errors"): its shape, the number
+// of ids and the answer's size against the server's limits, its dtype, and every id against the
+// table. A pure function, so thread-safe; EmbeddingServiceImpl calls it on the gRPC thread and
+// counts the rejected ids, and tests/fuzz/ calls it on its own.
+#ifndef EMB_SERVICE_RPC_REQUEST_VALIDATION_H_
+#define EMB_SERVICE_RPC_REQUEST_VALIDATION_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "embedding/v1/embedding_service.pb.h"
+#include "kernels/data_type.h"
+
+namespace emb::service {
+
+// Why ids were turned away before a batch was formed: the `reason` label of
+// embedding_rejected_ids_total (Metrics::RejectIds).
+inline constexpr absl::string_view kRejectNegativeId = "negative_id";
+inline constexpr absl::string_view kRejectOutOfRange = "out_of_range";
+inline constexpr absl::string_view kRejectBadShape = "bad_shape";
+inline constexpr absl::string_view kRejectBadDtype = "bad_dtype";
+inline constexpr absl::string_view kRejectTooManyIds = "too_many_ids";
+inline constexpr absl::string_view kRejectAnswerTooLarge = "answer_too_large";
+inline constexpr absl::string_view kRejectQueueFull = "queue_full";
+inline constexpr absl::string_view kRejectUnavailable = "unavailable";
+
+// What a request is checked against: the table it names.
+struct RequestTable {
+  absl::string_view name;  // for messages
+  int64_t rows = 0;
+  int64_t dim = 0;
+  DataType dtype = DataType::kFloat32;  // the answer's type when the request names none
+};
+
+// The answer's type when `request` may be served from `table` within the limits. Otherwise
+// INVALID_ARGUMENT (bad shape, too many ids, an answer over max_response_bytes, an unknown
+// dtype, a negative id) or OUT_OF_RANGE (an id >= table.rows), with a message naming the field,
+// the value and the limit, and *reject_reason set to the metric's reason (kReject* above).
+absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpRequest& request,
+                                               const RequestTable& table, int64_t max_request_ids,
+                                               int64_t max_response_bytes,
+                                               absl::string_view* reject_reason);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_RPC_REQUEST_VALIDATION_H_

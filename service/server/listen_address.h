@@ -1,0 +1,26 @@
+// The --grpc_address and --metrics_address flags: HOST:PORT, split once.
+#ifndef EMB_SERVICE_SERVER_LISTEN_ADDRESS_H_
+#define EMB_SERVICE_SERVER_LISTEN_ADDRESS_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace emb::service {
+
+struct ListenAddress {
+  std::string host;  // as given: "0.0.0.0", "[::1]", "localhost"; may be empty (every address)
+  int port = 0;      // 0: any free port
+};
+
+// HOST:PORT with a port in [0, 65535]; INVALID_ARGUMENT naming `flag` otherwise.
+absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view address);
+
+// Why `address` cannot be bound, asked of the OS after gRPC failed to: a busy port or a foreign
+// address reads better than gRPC's "cannot listen". Empty if the OS sees no reason.
+std::string WhyCannotBind(const ListenAddress& address);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_SERVER_LISTEN_ADDRESS_H_

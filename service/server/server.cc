@@ -1,0 +1,279 @@
+#include "service/server/server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "grpc/grpc.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/rpc/call_metrics.h"
+#include "service/server/listen_address.h"
+#include "service/server/server_credentials.h"
+#include "service/store/store_factory.h"
+
+namespace emb::service {
+namespace {
+
+constexpr char kServiceName[] = "embedding.v1.EmbeddingService";
+
+// Shutdown: how long the service holds new calls at most (see Shutdown), and how long no new
+// call must arrive before it stops holding.
+constexpr absl::Duration kMaxHold = absl::Seconds(1);
+constexpr absl::Duration kHoldQuiet = absl::Milliseconds(100);
+// Shutdown: how long after the last answer the connections that clients left open are cut.
+constexpr absl::Duration kCloseGrace = absl::Seconds(1);
+
+// Room in a message around the payload: field tags, the shape, the table name.
+constexpr int64_t kMessageSlack = 64 << 10;
+
+absl::Status CheckConfig(const ServerConfig& c) {
+  RETURN_IF_ERROR(ParseListenAddress("--grpc_address", c.grpc_address).status());
+  RETURN_IF_ERROR(ParseListenAddress("--metrics_address", c.metrics_address).status());
+  if (c.batcher.max_batch_ids <= 0 || c.limits.max_request_ids <= 0 ||
+      c.limits.max_request_ids > c.batcher.max_batch_ids) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_request_ids (", c.limits.max_request_ids,
+                                                   ") must be in [1, --max_batch_ids (",
+                                                   c.batcher.max_batch_ids, ")]"));
+  }
+  if (c.batcher.max_queue_ids < c.batcher.max_batch_ids) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_queue_ids (", c.batcher.max_queue_ids,
+                                                   ") must be at least --max_batch_ids (",
+                                                   c.batcher.max_batch_ids, ")"));
+  }
+  if (c.limits.max_response_bytes <= 0 ||
+      c.limits.max_response_bytes > (int64_t{1} << 31) - kMessageSlack - 1) {
+    return absl::InvalidArgumentError("--max_response_bytes must be in [1, 2 GiB - 64 KiB)");
+  }
+  if (c.max_concurrent_streams < 0) {
+    return absl::InvalidArgumentError("--max_concurrent_streams must not be negative");
+  }
+  if (c.store.inflight_batches < 1) {
+    return absl::InvalidArgumentError("--inflight_batches must be at least 1");
+  }
+  if (!c.store.on_device_lost) {
+    return absl::InvalidArgumentError("ServerConfig: store.on_device_lost is required");
+  }
+  if (c.batcher.max_queue_delay < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--max_queue_delay_us must not be negative");
+  }
+  if (c.store.completion_poll < absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("--completion_poll_us must not be negative");
+  }
+  if (c.batcher.answer_threads < 0) {
+    return absl::InvalidArgumentError("--answer_threads must be -1 (automatic) or at least 0");
+  }
+  return absl::OkStatus();
+}
+
+// Opens every table file and checks its header; nothing is read beyond the headers.
+absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const ServerConfig& c) {
+  std::vector<std::unique_ptr<TableSource>> sources;
+  if (c.tables.empty()) {
+    int64_t bytes = 0;
+    if (c.demo_rows <= 0 || c.demo_dim <= 0 ||
+        __builtin_mul_overflow(c.demo_rows, c.demo_dim * int64_t{sizeof(float)}, &bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("--demo_table=", c.demo_rows, "x", c.demo_dim,
+                                                     ": ROWS and DIM must be positive and the "
+                                                     "table's bytes must fit in 64 bits"));
+    }
+    sources.push_back(TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed));
+  }
+  for (const TableSpec& spec : c.tables) {
+    for (const auto& s : sources) {
+      if (s->name() == spec.name) {
+        return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "' given twice"));
+      }
+    }
+    ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source, TableSource::Open(spec));
+    sources.push_back(std::move(source));
+  }
+  if (!c.default_table.empty()) {
+    auto it = std::find_if(sources.begin(), sources.end(),
+                           [&](const auto& s) { return s->name() == c.default_table; });
+    if (it == sources.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--default_table=", c.default_table, " names no --table",
+                       c.tables.empty() ? " (without --table the only table is 'demo')" : ""));
+    }
+    std::rotate(sources.begin(), it, it + 1);  // the default table first, the rest in flag order
+  }
+  return sources;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
+    const ServerConfig& config) {
+  RETURN_IF_ERROR(CheckConfig(config));
+  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<TableSource>> sources, OpenSources(config));
+  ASSIGN_OR_RETURN(const Device device, ResolveDevice(config.device));
+  const ListenAddress grpc_address = *ParseListenAddress("", config.grpc_address);  // checked
+  const ListenAddress metrics_address = *ParseListenAddress("", config.metrics_address);
+
+  auto server = std::unique_ptr<EmbeddingServer>(new EmbeddingServer());
+  server->metrics_ = std::make_unique<Metrics>();
+  server->service_ = std::make_unique<EmbeddingServiceImpl>(config.limits, server->metrics_.get());
+
+  server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName});
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  ASSIGN_OR_RETURN(GrpcPortCredentials port_credentials,
+                   MakeGrpcPortCredentials(config.tls_cert, config.tls_key, config.tls_client_ca));
+  LogInfo("gRPC port: ", port_credentials.description);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.grpc_address, port_credentials.credentials, &server->grpc_port_);
+  builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->health_.get());  // NOT_SERVING until the tables are loaded
+  const int64_t max_receive = config.limits.max_request_ids * 10 + kMessageSlack;
+  builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_receive, INT32_MAX)));
+  builder.SetMaxSendMessageSize(static_cast<int>(config.limits.max_response_bytes + kMessageSlack));
+  // gRPC sets SO_REUSEPORT by default, so that a second server on a busy port would start
+  // without a word and take part of its traffic. A busy port must stop start-up instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  if (config.max_concurrent_streams > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
+  }
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeCallMetricsFactory(server->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  server->server_ = builder.BuildAndStart();
+  if (server->server_ == nullptr || server->grpc_port_ == 0) {
+    const std::string why = WhyCannotBind(grpc_address);
+    return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on --grpc_address=",
+                                               config.grpc_address, why.empty() ? "" : ": ", why));
+  }
+  try {
+    server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_address);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", config.metrics_address, ": ", e.what()));
+  }
+  server->exposer_->RegisterCollectable(server->metrics_->registry());
+  const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
+  server->metrics_port_ = metrics_ports.empty() ? 0 : metrics_ports.front();
+  LogInfo("gRPC listening on ", grpc_address.host, ":", server->grpc_port_,
+          " (health NOT_SERVING until the tables are loaded)");
+  LogInfo("metrics on http://", metrics_address.host, ":", server->metrics_port_, "/metrics");
+
+  RETURN_IF_ERROR(server->LoadTables(config, device, std::move(sources)));
+  server->service_->SetTables(&server->tables_);
+  server->health_->SetServing(true);
+  LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
+  return server;
+}
+
+absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Device& device,
+                                         std::vector<std::unique_ptr<TableSource>> sources) {
+  StoreOptions options = config.store;
+  options.max_batch_ids = config.batcher.max_batch_ids;
+  options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
+    SetNotServing();  // before the report, which ends the process
+    report(why);
+  };
+  for (const auto& source : sources) {
+    const auto start = std::chrono::steady_clock::now();
+    ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingStore> store, CreateStore(*source, device, options));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    LogInfo(absl::StrFormat(
+        "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from %s",
+        source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
+        source->bytes(), seconds, seconds > 0 ? source->bytes() / seconds / 1e9 : 0.0,
+        store->device(), source->origin()));
+    TableMetrics tm =
+        metrics_->AddTable(store->name(), DataTypeName(store->dtype()), store->device(),
+                           store->rows(), store->dim(), static_cast<int64_t>(store->bytes()));
+    ServedTable served;
+    served.batcher = std::make_unique<Batcher>(store.get(), config.batcher, tm);
+    served.store = std::move(store);
+    tables_.push_back(std::move(served));
+  }
+  return absl::OkStatus();
+}
+
+void EmbeddingServer::SetNotServing() {
+  if (health_ != nullptr) {
+    health_->SetServing(false);
+  }
+}
+
+void EmbeddingServer::Shutdown(absl::Time deadline) {
+  if (shut_down_) {
+    return;
+  }
+  shut_down_ = true;
+  if (health_ != nullptr) {
+    health_->Shutdown();  // NOT_SERVING, and the Watch streams end
+  }
+  if (server_ != nullptr) {
+    // gRPC's own shutdown sends GOAWAY, then answers CANCELLED to every call that reaches it
+    // before the client has read the GOAWAY (grpc/grpc#41785). So first the service holds new
+    // calls unanswered until the calls it had accepted are answered and the callers that waited
+    // for them have sent their next call: then no such caller has a call on the way. gRPC's
+    // shutdown starts (the listener closes, GOAWAY goes out on every connection, ahead of
+    // anything written after it), and only then are the held calls answered UNAVAILABLE: their
+    // callers retry on a new connection, which goes elsewhere.
+    service_->HoldNewCalls();
+    WaitUntilOnlyHeldCallsRemain(std::min(deadline, absl::Now() + kMaxHold));
+    grpc_completion_queue* cq = grpc_completion_queue_create_for_next(nullptr);
+    grpc_server_shutdown_and_notify(server_->c_server(), cq, /*tag=*/nullptr);
+    service_->RefuseCalls();
+    // gRPC's Shutdown returns once every call is answered and every connection is closed. A
+    // client closes its connection once it has read the GOAWAY and its answers, but an idle one
+    // may not read for seconds (a synchronous client polls only during its calls), so the
+    // connections still open kCloseGrace after the last answer are cut: by then any answer
+    // written to them has long been read, and no new call can reach a handler.
+    absl::Notification done;
+    std::thread closer([this, deadline, &done] {
+      while (metrics_->active_calls() > 0 && absl::Now() < deadline && !done.HasBeenNotified()) {
+        absl::SleepFor(absl::Milliseconds(1));  // polled: gRPC has no "no call in flight" event
+      }
+      if (!done.WaitForNotificationWithTimeout(
+              std::max(absl::ZeroDuration(), std::min(kCloseGrace, deadline - absl::Now())))) {
+        grpc_server_cancel_all_calls(server_->c_server());
+      }
+    });
+    server_->Shutdown(absl::ToChronoTime(deadline));
+    done.Notify();
+    closer.join();
+    grpc_completion_queue_shutdown(cq);
+    while (grpc_completion_queue_next(cq, gpr_inf_future(GPR_CLOCK_REALTIME), nullptr).type !=
+           GRPC_QUEUE_SHUTDOWN) {
+    }
+    grpc_completion_queue_destroy(cq);
+  }
+  for (ServedTable& t : tables_) {
+    t.batcher->Shutdown();
+  }
+  if (server_ != nullptr) {
+    server_->Wait();
+  }
+}
+
+void EmbeddingServer::WaitUntilOnlyHeldCallsRemain(absl::Time until) const {
+  // Polled: gRPC offers no event for "no call in flight"; this runs once, at shutdown.
+  int64_t held = -1;
+  absl::Time changed = absl::Now();
+  while (absl::Now() < until) {
+    const int64_t now_held = service_->held_calls();
+    if (now_held != held) {
+      held = now_held;
+      changed = absl::Now();
+    }
+    if (metrics_->active_calls() <= held && absl::Now() - changed >= kHoldQuiet) {
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+EmbeddingServer::~EmbeddingServer() { Shutdown(absl::Now()); }
+
+}  // namespace emb::service

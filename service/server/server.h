@@ -1,0 +1,89 @@
+// EmbeddingServer: the whole service. Checks every table file, opens the gRPC and metrics ports
+// (health NOT_SERVING), loads each table onto its device, then serves (health SERVING).
+// Drain() and Shutdown() implement the SIGTERM sequence. Thread-safe.
+#ifndef EMB_SERVICE_SERVER_SERVER_H_
+#define EMB_SERVICE_SERVER_SERVER_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/server.h"
+#include "prometheus/exposer.h"
+#include "service/batch/batcher.h"
+#include "service/metrics/metrics.h"
+#include "service/rpc/embedding_service.h"
+#include "service/rpc/health_service.h"
+#include "service/store/device.h"
+#include "service/store/store_options.h"
+#include "service/tables/table_source.h"
+
+namespace emb::service {
+
+struct ServerConfig {
+  std::vector<TableSpec> tables;  // empty: one demo table
+  std::string default_table;      // empty: the first table
+  int64_t demo_rows = 100000;
+  int64_t demo_dim = 128;
+  uint64_t demo_seed = 42;
+  std::string grpc_address = "0.0.0.0:50051";
+  std::string metrics_address = "0.0.0.0:9464";
+  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  BatcherOptions batcher;
+  ServiceLimits limits;
+  // Calls in progress per connection that gRPC lets a client have; more wait on the client
+  // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). 0: no limit.
+  int max_concurrent_streams = 128;
+  // The stores' options. Their max_batch_ids is set from batcher.max_batch_ids. on_device_lost
+  // is required: called (after health goes NOT_SERVING) when the device is lost; must not return.
+  StoreOptions store;
+  // TLS on the gRPC port, as PEM file paths. No cert and key: plaintext. Cert and key: TLS.
+  // With client_ca too: mutual TLS, clients must present a certificate signed by that CA.
+  std::string tls_cert;       // the server's certificate (chain)
+  std::string tls_key;        // its private key, unencrypted
+  std::string tls_client_ca;  // CA certificate(s) that client certificates must chain to
+};
+
+class EmbeddingServer {
+ public:
+  // Starts the server; returns once every table is loaded and health says SERVING.
+  // Errors: a broken table file (before any port opens), a table that does not fit its device,
+  // a port that cannot be bound, an inconsistent config or an unusable TLS file
+  // (INVALID_ARGUMENT, naming the flag).
+  static absl::StatusOr<std::unique_ptr<EmbeddingServer>> Start(const ServerConfig& config);
+  ~EmbeddingServer();
+
+  int grpc_port() const { return grpc_port_; }
+  int metrics_port() const { return metrics_port_; }
+
+  // Health NOT_SERVING for every service; the server keeps answering calls.
+  void SetNotServing();
+  // Stops taking calls, answers every call already accepted (cancelling what is left at
+  // `deadline`), drains the batchers.
+  void Shutdown(absl::Time deadline);
+
+ private:
+  EmbeddingServer() = default;
+  absl::Status LoadTables(const ServerConfig& config, const Device& device,
+                          std::vector<std::unique_ptr<TableSource>> sources);
+  // Shutdown's first step: returns once every call in progress is one the service holds, and
+  // none has arrived for a moment; or at `until`.
+  void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;
+
+  std::unique_ptr<Metrics> metrics_;
+  std::unique_ptr<EmbeddingServiceImpl> service_;
+  std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::vector<ServedTable> tables_;
+  int grpc_port_ = 0;
+  int metrics_port_ = 0;
+  bool shut_down_ = false;
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_SERVER_SERVER_H_

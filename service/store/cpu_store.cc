@@ -1,0 +1,39 @@
+#include "service/store/cpu_store.h"
+
+#include <chrono>
+#include <utility>
+
+#include "kernels/cpu_gather.h"
+#include "service/common/status_macros.h"
+
+namespace emb::service {
+
+absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& source,
+                                                           int64_t max_batch_ids) {
+  ASSIGN_OR_RETURN(std::unique_ptr<HostRows> rows, source.ReadAll());
+  return std::unique_ptr<CpuStore>(new CpuStore(source, std::move(rows), max_batch_ids));
+}
+
+CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows, int64_t max_batch_ids)
+    : name_(source.name()),
+      rows_(source.rows()),
+      dim_(source.dim()),
+      dtype_(source.dtype()),
+      max_batch_ids_(max_batch_ids),
+      data_(std::move(rows)) {}
+
+void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) {
+  // A thread-local scratch buffer: batcher threads reuse it, so steady state allocates nothing.
+  thread_local std::vector<std::byte> scratch;
+  const size_t bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
+  if (scratch.size() < bytes) {
+    scratch.resize(bytes);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  kernels::CpuGather(data_->data(), dtype_, dim_, ids, out_type, scratch.data());
+  StageTimes times;
+  times.gather = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  done(absl::OkStatus(), absl::MakeConstSpan(scratch.data(), bytes), times);
+}
+
+}  // namespace emb::service

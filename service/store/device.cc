@@ -1,0 +1,60 @@
+#include "service/store/device.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+#if EMB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+namespace emb::service {
+namespace {
+
+int VisibleGpus() {
+#if EMB_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return count;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace
+
+std::string Device::name() const { return cuda ? absl::StrCat("cuda:", index) : "cpu"; }
+
+absl::StatusOr<Device> ResolveDevice(absl::string_view flag) {
+  if (flag == "cpu") {
+    return Device{};
+  }
+  if (flag == "auto") {
+    return VisibleGpus() > 0 ? Device{/*cuda=*/true, /*index=*/0} : Device{};
+  }
+  int index = 0;
+  absl::string_view number = flag;
+  if (flag != "cuda" &&
+      !(absl::ConsumePrefix(&number, "cuda:") && absl::SimpleAtoi(number, &index) && index >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", flag, ": expected auto, cpu, cuda or cuda:N"));
+  }
+  const Device device{/*cuda=*/true, index};
+#if !EMB_HAVE_CUDA
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--device=", flag, ": this build has no CUDA backend (nvcc was not found at build time)"));
+#else
+  const int gpus = VisibleGpus();
+  if (index >= gpus) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", flag, ": ", gpus, " CUDA device(s) visible, so no cuda:", index));
+  }
+  return device;
+#endif
+}
+
+}  // namespace emb::service

@@ -1,0 +1,27 @@
+// Where tables live and gathers run: the --device flag, parsed and checked once.
+#ifndef EMB_SERVICE_STORE_DEVICE_H_
+#define EMB_SERVICE_STORE_DEVICE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace emb::service {
+
+struct Device {
+  bool cuda = false;  // false: the CPU
+  int index = 0;      // the CUDA device's index
+
+  // "cpu" or "cuda:N", as logs, metrics and ListTables name it.
+  std::string name() const;
+};
+
+// "auto" -> cuda:0 where this build has CUDA and a GPU is visible, else cpu; "cuda" -> cuda:0;
+// "cpu" and "cuda:N" as they are. INVALID_ARGUMENT for anything else, or for cuda when this build
+// has no CUDA backend or the device does not exist.
+absl::StatusOr<Device> ResolveDevice(absl::string_view flag);
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_STORE_DEVICE_H_

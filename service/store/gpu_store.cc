@@ -1,0 +1,275 @@
+#include "service/store/gpu_store.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cuda_status.h"
+#include "service/common/status_macros.h"
+
+namespace emb::service {
+namespace {
+
+constexpr size_t kStagingChunkBytes = size_t{64} << 20;
+
+// Bytes of GPU memory the batch buffers of `slots` slots take besides the table.
+size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
+  const size_t per_slot = static_cast<size_t>(max_batch_ids) *
+                          (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
+  return per_slot * static_cast<size_t>(slots);
+}
+
+}  // namespace
+
+absl::Status GpuStore::Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) {
+    return absl::OkStatus();
+  }
+  absl::Status s = kernels::CudaStatus(e, absl::StrCat(what, " on ", device_name_));
+  if (kernels::IsStickyCudaError(e) && options_.on_device_lost) {
+    options_.on_device_lost(std::string(s.message()));
+  }
+  return s;
+}
+
+GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& options)
+    : name_(source.name()),
+      rows_(source.rows()),
+      dim_(source.dim()),
+      dtype_(source.dtype()),
+      device_(device),
+      device_name_(absl::StrCat("cuda:", device)),
+      max_batch_ids_(options.max_batch_ids),
+      options_(options) {}
+
+absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& source, int device,
+                                                           const StoreOptions& options) {
+  auto store = std::unique_ptr<GpuStore>(new GpuStore(source, device, options));
+  RETURN_IF_ERROR(store->Check(cudaSetDevice(device), "cudaSetDevice"));
+  ASSIGN_OR_RETURN(store->tuning_, kernels::GetGatherTuning(device));
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  RETURN_IF_ERROR(store->Check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(),
+                                                       options.inflight_batches);
+  if (need > free_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "table '", source.name(), "' does not fit on ", store->device_name_, ": it needs ", need,
+        " bytes (", source.bytes(), " for the rows, the rest for batch buffers) but ", free_bytes,
+        " of ", total_bytes, " bytes are free"));
+  }
+  RETURN_IF_ERROR(store->Load(source));
+  RETURN_IF_ERROR(store->MakeSlots(options.inflight_batches));
+  // One completion thread per slot, so that the answers of batches in flight go out in parallel.
+  for (int i = 0; i < options.inflight_batches; ++i) {
+    store->completers_.emplace_back([s = store.get()] { s->Complete(); });
+  }
+  return store;
+}
+
+absl::Status GpuStore::Load(const TableSource& source) {
+  ASSIGN_OR_RETURN(d_table_, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
+  const size_t chunk = std::min(kStagingChunkBytes, source.bytes());
+  ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create());
+  kernels::PinnedBuffer<std::byte> staging[2];
+  kernels::CudaEvent copied[2];
+  for (int i = 0; i < 2; ++i) {
+    ASSIGN_OR_RETURN(staging[i], kernels::PinnedBuffer<std::byte>::Allocate(chunk));
+    ASSIGN_OR_RETURN(copied[i], kernels::CudaEvent::Create(/*timing=*/false));
+  }
+  // Read chunk k into staging[k % 2] while chunk k - 1 is copied from the other buffer.
+  bool pending[2] = {false, false};
+  int k = 0;
+  for (size_t offset = 0; offset < source.bytes(); offset += chunk, ++k) {
+    const int b = k % 2;
+    const size_t n = std::min(chunk, source.bytes() - offset);
+    if (pending[b]) {
+      RETURN_IF_ERROR(Check(cudaEventSynchronize(copied[b].get()), "staging copy"));
+    }
+    RETURN_IF_ERROR(source.Read(offset, absl::MakeSpan(staging[b].data(), n)));
+    RETURN_IF_ERROR(Check(cudaMemcpyAsync(d_table_.data() + offset, staging[b].data(), n,
+                                          cudaMemcpyHostToDevice, stream.get()),
+                          "table upload"));
+    RETURN_IF_ERROR(Check(cudaEventRecord(copied[b].get(), stream.get()), "cudaEventRecord"));
+    pending[b] = true;
+  }
+  return Check(cudaStreamSynchronize(stream.get()), "table upload");
+}
+
+absl::Status GpuStore::MakeSlots(int count) {
+  const size_t out_bytes = static_cast<size_t>(max_batch_ids_) * dim_ * sizeof(float);
+  for (int i = 0; i < count; ++i) {
+    auto slot = std::make_unique<Slot>();
+    ASSIGN_OR_RETURN(slot->stream, kernels::CudaStream::Create());
+    for (kernels::CudaEvent* e :
+         {&slot->start, &slot->copied_in, &slot->gathered, &slot->copied_out}) {
+      ASSIGN_OR_RETURN(*e, kernels::CudaEvent::Create(/*timing=*/true));
+    }
+    // Mapped, so that a small batch's kernel reads its ids and writes its rows here directly.
+    constexpr unsigned kMapped = cudaHostAllocMapped | cudaHostAllocPortable;
+    ASSIGN_OR_RETURN(slot->h_ids,
+                     kernels::PinnedBuffer<int64_t>::Allocate(max_batch_ids_, kMapped));
+    ASSIGN_OR_RETURN(slot->d_ids, kernels::DeviceBuffer<int64_t>::Allocate(max_batch_ids_));
+    ASSIGN_OR_RETURN(slot->d_out, kernels::DeviceBuffer<std::byte>::Allocate(out_bytes));
+    ASSIGN_OR_RETURN(slot->h_out, kernels::PinnedBuffer<std::byte>::Allocate(out_bytes, kMapped));
+    RETURN_IF_ERROR(Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slot->mapped_ids),
+                                                   slot->h_ids.data(), 0),
+                          "cudaHostGetDevicePointer"));
+    RETURN_IF_ERROR(Check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slot->mapped_out),
+                                                   slot->h_out.data(), 0),
+                          "cudaHostGetDevicePointer"));
+    slots_.push_back(std::move(slot));
+  }
+  absl::MutexLock lock(&mu_);
+  for (auto& slot : slots_) {
+    free_.push_back(slot.get());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type) {
+  cudaStream_t stream = slot.stream.get();
+  const auto num_ids = static_cast<int64_t>(ids.size());
+  std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
+  RETURN_IF_ERROR(Check(cudaSetDevice(device_), "cudaSetDevice"));
+  RETURN_IF_ERROR(Check(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
+  slot.zero_copy = slot.out_bytes <= options_.zero_copy_max_bytes;
+  if (slot.zero_copy) {
+    // One launch: the kernel reads the ids from and writes the rows to mapped pinned memory, so
+    // a small batch skips two copies and their launch latency.
+    RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
+                                          slot.mapped_ids, num_ids, slot.mapped_out, out_type,
+                                          stream));
+    return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
+  }
+  RETURN_IF_ERROR(
+      Check(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(), ids.size() * sizeof(int64_t),
+                            cudaMemcpyHostToDevice, stream),
+            "copy ids to the device"));
+  RETURN_IF_ERROR(Check(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
+  RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
+                                        slot.d_ids.data(), num_ids, slot.d_out.data(), out_type,
+                                        stream));
+  RETURN_IF_ERROR(Check(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
+  RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot.h_out.data(), slot.d_out.data(), slot.out_bytes,
+                                        cudaMemcpyDeviceToHost, stream),
+                        "copy rows to the host"));
+  return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
+}
+
+void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) {
+  Slot* slot;
+  {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(
+        +[](std::vector<Slot*>* free) { return !free->empty(); }, &free_));
+    slot = free_.back();
+    free_.pop_back();
+  }
+  slot->out_bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
+  if (absl::Status s = Enqueue(*slot, ids, out_type); !s.ok()) {
+    // Wait out whatever did get enqueued before handing the slot back.
+    (void)cudaStreamSynchronize(slot->stream.get());
+    done(s, {}, StageTimes{});
+    Release(slot);
+    return;
+  }
+  slot->done = std::move(done);
+  absl::MutexLock lock(&mu_);
+  in_flight_.push_back(slot);
+  in_flight_size_.store(in_flight_.size(), std::memory_order_release);
+}
+
+void GpuStore::Release(Slot* slot) {
+  absl::MutexLock lock(&mu_);
+  free_.push_back(slot);
+}
+
+void GpuStore::Complete() {
+  (void)cudaSetDevice(device_);
+  bool answered = false;
+  for (;;) {
+    // A thread that has just answered a batch may poll for the next one instead of sleeping.
+    Slot* slot = NextInFlight(/*may_poll=*/answered);
+    if (slot == nullptr) {
+      return;
+    }
+    absl::Status s = Check(cudaEventSynchronize(slot->copied_out.get()), "batch");
+    StageTimes times;
+    if (s.ok() && slot->zero_copy) {
+      float ms = 0;
+      (void)cudaEventElapsedTime(&ms, slot->start.get(), slot->copied_out.get());
+      times.gather = ms / 1e3;  // the copies are inside the kernel
+    } else if (s.ok()) {
+      float ms[3] = {0, 0, 0};
+      (void)cudaEventElapsedTime(&ms[0], slot->start.get(), slot->copied_in.get());
+      (void)cudaEventElapsedTime(&ms[1], slot->copied_in.get(), slot->gathered.get());
+      (void)cudaEventElapsedTime(&ms[2], slot->gathered.get(), slot->copied_out.get());
+      times = StageTimes{ms[0] / 1e3, ms[1] / 1e3, ms[2] / 1e3};
+    }
+    Done done = std::move(slot->done);
+    done(s,
+         s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
+                : absl::Span<const std::byte>(),
+         times);
+    Release(slot);
+    answered = true;
+  }
+}
+
+GpuStore::Slot* GpuStore::NextInFlight(bool may_poll) {
+  // While a thread polls, a batch that arrives is its to take: waking a sleeper for it is what
+  // polling saves. `polling_` changes only under mu_, so that the sleepers' condition below is a
+  // function of state mu_ guards, as absl::Condition requires (an atomic read there once broke
+  // the Mutex's waiter bookkeeping under load).
+  bool poll = false;
+  if (may_poll && options_.completion_poll > absl::ZeroDuration()) {
+    absl::MutexLock lock(&mu_);
+    poll = !polling_ && !stopping_ && in_flight_.empty();
+    polling_ = polling_ || poll;
+  }
+  if (poll) {
+    PollForWork();
+  }
+  absl::MutexLock lock(&mu_);
+  if (poll) {
+    polling_ = false;  // the unlock below wakes a sleeper for any batch behind the one taken
+  }
+  mu_.Await(absl::Condition(
+      +[](GpuStore* s) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return s->stopping_ || (!s->in_flight_.empty() && !s->polling_);
+      },
+      this));
+  if (in_flight_.empty()) {
+    return nullptr;
+  }
+  Slot* slot = in_flight_.front();
+  in_flight_.pop_front();
+  in_flight_size_.store(in_flight_.size(), std::memory_order_release);
+  return slot;
+}
+
+void GpuStore::PollForWork() const {
+  const auto until =
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.completion_poll);
+  while (in_flight_size_.load(std::memory_order_acquire) == 0 &&
+         std::chrono::steady_clock::now() < until) {
+#if defined(__x86_64__)
+    __builtin_ia32_pause();
+#endif
+  }
+}
+
+GpuStore::~GpuStore() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& t : completers_) {
+    t.join();
+  }
+}
+
+}  // namespace emb::service

@@ -1,0 +1,111 @@
+// GpuStore: a table resident in GPU memory; each LookUp is one batch through a pool of slots.
+//
+// A slot owns a stream, pinned host buffers and device buffers sized at start-up for
+// max_batch_ids ids, so the request path allocates nothing. LookUp takes a free slot (blocking
+// while all are busy: the batcher's back-pressure), copies the ids into pinned memory and
+// enqueues copy-in, gather and copy-out on the slot's stream (or, for a small batch, one gather
+// that reads and writes the mapped pinned buffers); completion threads, one per slot, wait for
+// the batches and hand their pinned rows to `done`, so several batches are answered at once. With
+// several slots the copies and gather of one batch overlap the next. A completion thread that
+// has just answered polls briefly for the next batch instead of sleeping, since waking a thread
+// costs more than a small batch's whole gather. Thread-safe.
+#ifndef EMB_SERVICE_STORE_GPU_STORE_H_
+#define EMB_SERVICE_STORE_GPU_STORE_H_
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/cuda_stream.h"
+#include "kernels/device_buffer.h"
+#include "kernels/embedding_lookup.h"
+#include "service/store/embedding_store.h"
+#include "service/store/store_options.h"
+#include "service/tables/table_source.h"
+
+namespace emb::service {
+
+class GpuStore final : public EmbeddingStore {
+ public:
+  // Copies the table onto GPU `device` through a pinned staging buffer, reading the next chunk
+  // while the last one is copied. RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it
+  // does not fit; INTERNAL with the CUDA error's name for other CUDA failures.
+  static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
+                                                          const StoreOptions& options);
+  // Waits for the batches in flight, then stops the completion threads.
+  ~GpuStore() override;
+
+  const std::string& name() const override { return name_; }
+  int64_t rows() const override { return rows_; }
+  int64_t dim() const override { return dim_; }
+  DataType dtype() const override { return dtype_; }
+  const std::string& device() const override { return device_name_; }
+  int64_t max_batch_ids() const override { return max_batch_ids_; }
+  bool asynchronous() const override { return true; }
+
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override;
+
+ private:
+  struct Slot {
+    kernels::CudaStream stream;
+    kernels::CudaEvent start, copied_in, gathered, copied_out;
+    kernels::PinnedBuffer<int64_t> h_ids;
+    kernels::DeviceBuffer<int64_t> d_ids;
+    kernels::DeviceBuffer<std::byte> d_out;
+    kernels::PinnedBuffer<std::byte> h_out;
+    int64_t* mapped_ids = nullptr;    // h_ids as the device sees it
+    std::byte* mapped_out = nullptr;  // h_out as the device sees it
+    // Set while the slot holds a batch.
+    size_t out_bytes = 0;
+    bool zero_copy = false;
+    Done done;
+  };
+
+  GpuStore(const TableSource& source, int device, const StoreOptions& options);
+  absl::Status Load(const TableSource& source);
+  absl::Status MakeSlots(int count);
+  // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
+  absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type);
+  void Complete();
+  // The next batch in flight, in enqueue order; nullptr once stopping with none left. With
+  // `may_poll`, and no other thread polling, polls (see PollForWork) before it sleeps.
+  Slot* NextInFlight(bool may_poll);
+  // Spins, without mu_, until a batch is in flight or options_.completion_poll has passed.
+  void PollForWork() const;
+  void Release(Slot* slot);
+  // A sticky error ends the process through on_device_lost; other errors are returned.
+  absl::Status Check(cudaError_t e, const char* what);
+
+  const std::string name_;
+  const int64_t rows_;
+  const int64_t dim_;
+  const DataType dtype_;
+  const int device_;
+  const std::string device_name_;
+  const int64_t max_batch_ids_;
+  const StoreOptions options_;
+  kernels::GatherTuning tuning_;
+  kernels::DeviceBuffer<std::byte> d_table_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  absl::Mutex mu_;
+  std::vector<Slot*> free_ ABSL_GUARDED_BY(mu_);
+  std::deque<Slot*> in_flight_ ABSL_GUARDED_BY(mu_);  // in enqueue order
+  std::atomic<size_t> in_flight_size_{0};             // in_flight_.size(), read without mu_
+  // A completion thread is polling for the next batch; sleepers leave new batches to it.
+  bool polling_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::thread> completers_;
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_STORE_GPU_STORE_H_

@@ -1,0 +1,34 @@
+// How a store is set up: the options every backend takes, and where its tables live.
+#ifndef EMB_SERVICE_STORE_STORE_OPTIONS_H_
+#define EMB_SERVICE_STORE_STORE_OPTIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace emb::service {
+
+struct StoreOptions {
+  // The most ids of one batch (the batcher's --max_batch_ids): buffers are sized for it.
+  int64_t max_batch_ids = 65536;
+  // GPU: batches in flight per table, each with its own stream and buffers.
+  int inflight_batches = 4;
+  // GPU: how long a completion thread that has just answered a batch keeps polling for the next
+  // one before it sleeps (one thread polls at a time). Polling spares a thread wake-up per batch,
+  // tens of microseconds in a VM, for up to one busy core while requests keep coming.
+  absl::Duration completion_poll = absl::Microseconds(500);
+  // GPU: batches whose answer is at most this many bytes are gathered straight from and into
+  // mapped pinned memory (one launch, no copies); larger ones copy ids in and rows out with the
+  // copy engines.
+  size_t zero_copy_max_bytes = 1 << 20;
+  // Called (once, from a store thread) when the device is lost; must not return. The server
+  // injects its own (health NOT_SERVING, then exit); tests record the call.
+  std::function<void(const std::string& why)> on_device_lost;
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_STORE_STORE_OPTIONS_H_

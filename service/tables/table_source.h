@@ -1,0 +1,100 @@
+// Where a table's rows come from at start-up: a .npy or .safetensors file, or a seeded demo table.
+//
+// Open() reads and checks only the header; the rows are read later by a store, all at once
+// through ReadAll() (CPU) or in chunks through Read() (GPU staging). Thread-compatible; Read() is
+// thread-safe (pread).
+#ifndef EMB_SERVICE_TABLES_TABLE_SOURCE_H_
+#define EMB_SERVICE_TABLES_TABLE_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "kernels/data_type.h"
+
+namespace emb::service {
+
+// One --table flag: NAME=PATH, where PATH may end in #TENSOR for a .safetensors file.
+struct TableSpec {
+  std::string name;
+  std::string path;
+  std::string tensor;  // safetensors only; empty: the file's only tensor
+};
+
+// Parses "NAME=PATH[#TENSOR]". INVALID_ARGUMENT when the name or path is missing.
+absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag);
+
+// What a table file's header says: the rows start at data_offset.
+struct TableLayout {
+  int64_t rows = 0;
+  int64_t dim = 0;
+  DataType dtype = DataType::kFloat32;
+  size_t data_offset = 0;
+};
+
+// The checks TableSource::Open() makes, on a whole file held in memory: `file` is the file's
+// bytes, `spec.path` (its ending picks the format; it is not opened) and `spec.tensor` are read
+// as Open() reads them. The same errors as Open() for the same bytes (it cannot be NOT_FOUND).
+// For tests and fuzzing (tests/fuzz/), which need no file.
+absl::StatusOr<TableLayout> ParseTableFile(const TableSpec& spec, absl::string_view file);
+
+// A read-only view of a table's rows in host memory, kept alive by its owner.
+class HostRows {
+ public:
+  virtual ~HostRows() = default;
+  virtual const std::byte* data() const = 0;
+};
+
+class TableSource {
+ public:
+  // Opens the file and checks its header against the file's size. Every defect (missing, empty,
+  // bad magic, cut header, truncated data, rank other than 2, zero rows or dim, unsupported dtype,
+  // sizes that overflow or exceed the file) is INVALID_ARGUMENT (NOT_FOUND for a missing file)
+  // with one line naming the file and the defect.
+  static absl::StatusOr<std::unique_ptr<TableSource>> Open(const TableSpec& spec);
+
+  // A rows x dim float32 table of values drawn uniformly from [-1, 1), the same for a given seed.
+  static std::unique_ptr<TableSource> Demo(std::string name, int64_t rows, int64_t dim,
+                                           uint64_t seed);
+
+  ~TableSource();
+  TableSource(const TableSource&) = delete;
+  TableSource& operator=(const TableSource&) = delete;
+
+  const std::string& name() const { return name_; }
+  int64_t rows() const { return rows_; }
+  int64_t dim() const { return dim_; }
+  DataType dtype() const { return dtype_; }
+  size_t row_bytes() const { return static_cast<size_t>(dim_) * ElementSize(dtype_); }
+  size_t bytes() const { return static_cast<size_t>(rows_) * row_bytes(); }
+  // The file (with #tensor) or "demo(seed=N)", for logs.
+  const std::string& origin() const { return origin_; }
+
+  // Copies data bytes [offset, offset + dst.size()) into dst. INTERNAL on a read error.
+  absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
+
+  // All rows in host memory backed by huge pages where the kernel allows (random row reads then
+  // skip most TLB misses): the file is memory-mapped and read once; a demo table is generated.
+  // RESOURCE_EXHAUSTED when the memory cannot be had.
+  absl::StatusOr<std::unique_ptr<HostRows>> ReadAll() const;
+
+ private:
+  TableSource() = default;
+
+  std::string name_;
+  std::string origin_;
+  int64_t rows_ = 0;
+  int64_t dim_ = 0;
+  DataType dtype_ = DataType::kFloat32;
+  int fd_ = -1;             // files only
+  size_t data_offset_ = 0;  // files only: where the rows start
+  uint64_t demo_seed_ = 0;  // demo only
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_TABLES_TABLE_SOURCE_H_
