@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Fails on an #include that runs against the layering in docs/architecture.md.
+
+Every C++/CUDA source under kernels/, proto/convert/, client/ and service/ belongs to a layer
+(the longest matching entry of LAYERS). An include is checked when it names a part of this
+project (kernels/, service/..., client/, proto/convert/, the generated embedding/ and grpc/health/
+API) or a library that only some layers may use (gRPC, protobuf, Prometheus, CUDA, OpenSSL); any
+other include (the C++ and POSIX headers, Abseil) is free. The build enforces the project part
+too (cmake/emb_helpers.cmake, emb_expose); this check also covers the libraries, and names the
+file, the line and the rule.
+
+  layering_check.py ROOT                  check the tree; exit 1 listing every violation
+  layering_check.py --verdict FILE INC    "allowed" or "forbidden: why", for one include
+"""
+import pathlib
+import re
+import sys
+
+# Families of headers, by the prefix of the name in #include "..." or <...>.
+FAMILIES = {
+    "kernels/data_type.h": "data_type",  # before kernels/: the longest prefix wins
+    "kernels/": "kernels",
+    "proto/convert/": "proto_convert",
+    "embedding/": "api",  # generated from proto/embedding/
+    "grpc/health/": "api",  # generated from proto/grpc/health/
+    "client/": "client",
+    "service/common/": "common",
+    "service/tables/": "tables",
+    "service/metrics/": "metrics",
+    "service/store/": "store",
+    "service/batch/": "batch",
+    "service/rpc/request_validation.h": "validation",
+    "service/rpc/grpc_status.h": "validation",
+    "service/rpc/": "rpc",
+    "service/server/": "server",
+    "service/": "service_other",
+    "tests/": "tests",
+    "grpcpp/": "grpc",
+    "grpc/": "grpc",
+    "google/protobuf/": "protobuf",
+    "prometheus/": "prometheus",
+    "cuda": "cuda",  # cuda_runtime.h, cuda_runtime_api.h, cuda_fp16.h, ...
+    "openssl/": "openssl",
+}
+
+# Layer (by the source's path prefix) -> the families it may include. Lower layers first.
+GRPC = {"api", "grpc", "protobuf"}
+LAYERS = {
+    "kernels/": {"data_type", "kernels", "cuda"},
+    "proto/convert/": {"data_type", "api"},
+    "client/": {"data_type", "proto_convert", "client"} | GRPC,
+    "service/common/": {"common"},
+    "service/tables/": {"common", "data_type", "tables"},
+    "service/metrics/": {"common", "metrics", "prometheus"},
+    "service/store/": {"common", "data_type", "kernels", "tables", "store", "cuda"},
+    "service/batch/": {"common", "data_type", "store", "metrics", "batch", "prometheus"},
+    "service/rpc/request_validation": {"common", "data_type", "proto_convert", "validation"} | GRPC,
+    "service/rpc/grpc_status": {"validation", "grpc"},
+    "service/rpc/": {"common", "data_type", "proto_convert", "store", "metrics", "batch",
+                     "validation", "rpc", "prometheus"} | GRPC,
+    "service/server/": {"common", "data_type", "tables", "store", "metrics", "batch",
+                        "validation", "rpc", "server", "prometheus", "openssl"} | GRPC,
+    "service/main.cc": {"common", "server"},
+    "service/reference/": {"common", "data_type", "proto_convert", "validation"} | GRPC,
+}
+
+SOURCE_SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
+
+
+def longest_prefix(table, name):
+    best = None
+    for prefix in table:
+        if name.startswith(prefix) and (best is None or len(prefix) > len(best)):
+            best = prefix
+    return best
+
+
+def verdict(source, include):
+    """None when `source` (a path relative to the root) may include `include`, else why not."""
+    layer = longest_prefix(LAYERS, source)
+    if layer is None:
+        return None  # not a layered source (tests, tools)
+    family_prefix = longest_prefix(FAMILIES, include)
+    if family_prefix is None:
+        return None  # the standard library, POSIX, Abseil
+    family = FAMILIES[family_prefix]
+    if family in LAYERS[layer]:
+        return None
+    return f"{layer} may not include {family} headers ({family_prefix}...)"
+
+
+def check_tree(root):
+    root = pathlib.Path(root)
+    problems = []
+    for top in ("kernels", "proto", "client", "service"):
+        for path in sorted((root / top).rglob("*")):
+            if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
+                continue
+            source = path.relative_to(root).as_posix()
+            if source.startswith("kernels/tools/"):
+                continue  # benchmarks and probes, not part of a library
+            for number, line in enumerate(path.read_text().splitlines(), start=1):
+                match = INCLUDE.match(line)
+                if match:
+                    why = verdict(source, match.group(1))
+                    if why:
+                        problems.append(f"{source}:{number}: #include {match.group(1)}: {why}")
+    return problems
+
+
+def main(argv):
+    if len(argv) == 4 and argv[1] == "--verdict":
+        why = verdict(argv[2], argv[3])
+        print("allowed" if why is None else f"forbidden: {why}")
+        return 0
+    if len(argv) != 2:
+        print(__doc__, file=sys.stderr)
+        return 2
+    problems = check_tree(argv[1])
+    for p in problems:
+        print(p)
+    if problems:
+        print(f"layering_check: {len(problems)} include(s) against the layering "
+              "(docs/architecture.md)")
+        return 1
+    print("layering_check: every include follows the layering")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
