@@ -70,6 +70,15 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device) {
   return tuning;
 }
 
+GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning) {
+  GatherLaunchShape shape;
+  shape.num_sms = tuning.num_sms;
+  shape.max_threads_per_sm = tuning.max_threads_per_sm;
+  shape.cc_major = tuning.cc_major;
+  shape.smem_per_block_optin = tuning.smem_per_block_optin;
+  return shape;
+}
+
 absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
                           int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
                           void* d_out, DataType out_type, cudaStream_t stream) {
@@ -97,13 +106,8 @@ absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataT
     return absl::FailedPreconditionError(
         absl::StrCat("gather tuned for device ", tuning.device, " launched on device ", current));
   }
-  GatherLaunchShape shape;
-  shape.num_sms = tuning.num_sms;
-  shape.max_threads_per_sm = tuning.max_threads_per_sm;
-  shape.cc_major = tuning.cc_major;
-  shape.smem_per_block_optin = tuning.smem_per_block_optin;
-  EMB_CUDA_RETURN_IF_ERROR(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
-                                         d_out, out_type, stream),
+  EMB_CUDA_RETURN_IF_ERROR(EnqueueGather(LaunchShapeOf(tuning), d_table, table_type, num_rows, dim,
+                                         d_ids, num_ids, d_out, out_type, stream),
                            "gather launch");
 #if defined(EMB_CUDA_DEBUG_SYNC)
   EMB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gather (EMB_CUDA_DEBUG_SYNC)");

@@ -77,8 +77,8 @@ __attribute__((visibility("default"))) int emb_gather(const void* d_table, int t
 // kernel variant other than the default (variant < 0 keeps the default, GatherVariant{}: the
 // dispatcher's rule): bits 0-1 the unroll level (0..2), bit 2 interleaved (1) or one span per block
 // (0), bit 3 plain (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last
-// policy (1), bits 5-6 the path: 0 kUnits, 1 kBulkRows, 2 kRowOwners, 3 kAuto (with the
-// other bits as given).
+// policy (1), bits 5-6 the path: 0 kUnits, 2 kRowOwners, 3 kAuto (with the other bits as given;
+// 1, the removed bulk-rows path, is invalid). See GatherVariantFromBits.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, int table_type,
                                                          int64_t rows, int64_t dim,
@@ -101,31 +101,17 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
     return e;
   }
-  emb::kernels::GatherLaunchShape shape;
-  shape.num_sms = tuning.num_sms;
-  shape.max_threads_per_sm = tuning.max_threads_per_sm;
-  shape.cc_major = tuning.cc_major;
-  shape.smem_per_block_optin = tuning.smem_per_block_optin;
+  emb::kernels::GatherLaunchShape shape = emb::kernels::LaunchShapeOf(tuning);
   shape.max_blocks = max_blocks;
-  if (variant >= 0) {
-    if (variant >= 128 || (variant & 3) >= emb::kernels::kGatherUnrollLevels) {
-      return cudaErrorInvalidValue;
-    }
-    constexpr emb::kernels::GatherPath kPaths[] = {
-        emb::kernels::GatherPath::kUnits, emb::kernels::GatherPath::kBulkRows,
-        emb::kernels::GatherPath::kRowOwners, emb::kernels::GatherPath::kAuto};
-    shape.variant.path = kPaths[(variant >> 5) & 3];
-    shape.variant.unroll_level = variant & 3;
-    shape.variant.interleaved = (variant & 4) != 0;
-    shape.variant.streaming_stores = (variant & 8) == 0;
-    shape.variant.table_evict_last = (variant & 16) != 0;
+  if (variant >= 0 && !emb::kernels::GatherVariantFromBits(variant, &shape.variant)) {
+    return cudaErrorInvalidValue;
   }
   return emb::kernels::EnqueueGather(shape, d_table, in, rows, dim, d_ids, n, d_out, out,
                                      static_cast<cudaStream_t>(stream));
 }
 
-// The path that emb_gather_ex with these arguments takes, as a GatherPath value (1 kUnits, 2
-// kBulkRows, 3 kRowOwners), or -1 for bad arguments or a CUDA error.
+// The path that emb_gather_ex with these arguments takes, as a GatherPath value (1 kUnits,
+// 3 kRowOwners), or -1 for bad arguments or a CUDA error.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, int table_type,
                                                            int64_t rows, int64_t dim, int64_t n,
@@ -134,24 +120,16 @@ __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, 
   // NOLINTEND(bugprone-easily-swappable-parameters)
   emb::DataType in{};
   emb::DataType out{};
-  if (!ToDataType(table_type, &in) || !ToDataType(out_type, &out) || rows < 0 || dim < 1 || n < 0 ||
-      variant >= 128) {
+  if (!ToDataType(table_type, &in) || !ToDataType(out_type, &out) || rows < 0 || dim < 1 || n < 0) {
     return -1;
   }
   emb::kernels::GatherTuning tuning;
   if (CurrentTuning(&tuning) != cudaSuccess) {
     return -1;
   }
-  emb::kernels::GatherLaunchShape shape;
-  shape.num_sms = tuning.num_sms;
-  shape.max_threads_per_sm = tuning.max_threads_per_sm;
-  shape.cc_major = tuning.cc_major;
-  shape.smem_per_block_optin = tuning.smem_per_block_optin;
-  if (variant >= 0) {
-    constexpr emb::kernels::GatherPath kPaths[] = {
-        emb::kernels::GatherPath::kUnits, emb::kernels::GatherPath::kBulkRows,
-        emb::kernels::GatherPath::kRowOwners, emb::kernels::GatherPath::kAuto};
-    shape.variant.path = kPaths[(variant >> 5) & 3];
+  emb::kernels::GatherLaunchShape shape = emb::kernels::LaunchShapeOf(tuning);
+  if (variant >= 0 && !emb::kernels::GatherVariantFromBits(variant, &shape.variant)) {
+    return -1;
   }
   return static_cast<int>(
       emb::kernels::ResolveGatherPath(shape, d_table, in, rows, dim, n, d_out, out));

@@ -1,4 +1,5 @@
-// Picks and launches a GatherUnitsKernel (gather_kernel.cuh). No Abseil here (STYLE §1);
+// Picks and launches a gather kernel: GatherUnitsKernel (gather/units_kernel.cuh) or
+// GatherRowOwnersKernel (gather/row_owners_kernel.cuh). No Abseil here (STYLE §1);
 // embedding_lookup.cc turns the cudaError_t into a Status.
 #include <algorithm>
 #include <cmath>
@@ -7,19 +8,18 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/gather/row_owners_kernel.cuh"
+#include "kernels/gather/units_kernel.cuh"
 #include "kernels/gather_dispatch.h"
-#include "kernels/gather_kernel.cuh"
 
 namespace emb::kernels {
 namespace {
 
 using gather::BF16;
-using gather::BulkRowsArgs;
 using gather::F16;
 using gather::F32;
 using gather::FastDivmod;
 using gather::GatherArgs;
-using gather::GatherBulkRowsKernel;
 using gather::GatherRowOwnersKernel;
 using gather::GatherUnitsKernel;
 using gather::kBlockThreads;
@@ -83,6 +83,26 @@ void ForEachKernel(F&& f) {
   ForEachOut<BF16>(f);
 }
 
+// GatherArgs::flags / RowOwnersArgs::flags for a variant.
+uint32_t CacheFlags(const GatherVariant& v) {
+  return (v.streaming_stores ? gather::kStreamingStores : 0) |
+         (v.table_evict_last ? gather::kTableEvictLast : 0);
+}
+
+// The runtime reports a launch's error through the thread's last error. Before a launch, drop a
+// stale non-sticky one left by an earlier call (which returned it already), so that it is not
+// blamed on this launch; a sticky error can't be dropped and is reported after the launch.
+void DropStaleError() { (void)cudaGetLastError(); }
+
+// After a launch: its error, reported here once (a sticky error stays regardless).
+cudaError_t TakeLaunchError() {
+  const cudaError_t e = cudaPeekAtLastError();
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+  }
+  return e;
+}
+
 bool IsAligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
@@ -112,15 +132,11 @@ cudaError_t LaunchUnrolled(const GatherLaunchShape& shape, const void* d_table, 
 
   GatherArgs args;
   args.units_per_row = FastDivmod::Make(static_cast<uint32_t>(row_units));
-  args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
-               (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
+  args.flags = CacheFlags(shape.variant);
   const auto* table = static_cast<const InVec*>(d_table);
   auto* out = static_cast<OutVec*>(d_out);
 
-  // The runtime reports a launch's error through the thread's last error. Drop a stale
-  // non-sticky one left by an earlier call (which returned it already), so that it is not blamed
-  // on this launch; a sticky error can't be dropped and is reported below.
-  (void)cudaGetLastError();
+  DropStaleError();
   for (int64_t first = 0; first < num_ids; first += rows_per_launch) {
     const int64_t rows = std::min(rows_per_launch, num_ids - first);
     const int64_t total = rows * row_units;
@@ -142,8 +158,7 @@ cudaError_t LaunchUnrolled(const GatherLaunchShape& shape, const void* d_table, 
     }
     KernelFor<In, Out, kN, kLevel>()<<<static_cast<unsigned int>(grid), kBlockThreads, 0, stream>>>(
         table, d_ids + first, args, out + first * row_units);
-    if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) {
-      (void)cudaGetLastError();  // reported here, once (a sticky error stays regardless)
+    if (const cudaError_t e = TakeLaunchError(); e != cudaSuccess) {
       return e;
     }
   }
@@ -202,10 +217,8 @@ cudaError_t LaunchFrom(const GatherLaunchShape& shape, const void* d_table, int6
   return cudaErrorInvalidValue;
 }
 
-// ---- The bulk paths (copy engine; sm_90 and later) ----
+// ---- The row-owners path (copy engine; sm_90 and later) ----
 
-// Pieces of a row that the bulk-rows kernel moves at a time, at most (a stage of shared memory).
-constexpr int64_t kBulkMaxPieceBytes = 16 << 10;
 // Shared memory a row-owners block holds rows in, at most (so that a block always fits).
 constexpr int64_t kOwnerMaxGroupBytes = 200 << 10;
 // Prepares `kernel` for launches with `dyn_bytes` of dynamic shared memory on the current device
@@ -269,52 +282,6 @@ cudaError_t PrepareSmemKernel(const void* kernel, int threads, int64_t dyn_bytes
   return cudaSuccess;
 }
 
-cudaError_t LaunchBulkRows(const GatherLaunchShape& shape, const void* d_table, int64_t row_bytes,
-                           const int64_t* d_ids, int64_t num_ids, void* d_out,
-                           cudaStream_t stream) {
-  const int64_t pieces_per_row = (row_bytes + kBulkMaxPieceBytes - 1) / kBulkMaxPieceBytes;
-  const int64_t piece_bytes = ((row_bytes + pieces_per_row - 1) / pieces_per_row + 15) / 16 * 16;
-  const int64_t stages = int64_t{2} << shape.variant.unroll_level;  // 2, 4, 8
-  static_assert(gather::kMaxBulkStages == 8);
-  const int64_t dyn_bytes = stages * piece_bytes;
-  const void* kernel = reinterpret_cast<const void*>(&GatherBulkRowsKernel);
-  int blocks_per_sm = 0;
-  if (const cudaError_t e = PrepareSmemKernel(kernel, gather::kBulkThreads, dyn_bytes,
-                                              shape.smem_per_block_optin, &blocks_per_sm);
-      e != cudaSuccess) {
-    return e;
-  }
-  const int64_t total = num_ids * pieces_per_row;
-  const int64_t wave = int64_t{shape.num_sms} * blocks_per_sm;
-  int64_t blocks = shape.max_blocks > 0   ? shape.max_blocks
-                   : shape.max_blocks < 0 ? wave * -int64_t{shape.max_blocks}
-                                          : wave;
-  blocks = std::min(blocks, total);
-  BulkRowsArgs args;
-  args.total_pieces = static_cast<uint64_t>(total);
-  args.pieces_per_block = static_cast<uint64_t>((total + blocks - 1) / blocks);
-  args.pieces_per_row = static_cast<uint32_t>(pieces_per_row);
-  args.row_bytes = static_cast<uint32_t>(row_bytes);
-  args.piece_bytes = static_cast<uint32_t>(piece_bytes);
-  args.stages = static_cast<uint32_t>(stages);
-  args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
-               (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
-  const int64_t grid = (total + static_cast<int64_t>(args.pieces_per_block) - 1) /
-                       static_cast<int64_t>(args.pieces_per_block);
-  if (grid > int64_t{0x7fffffff}) {
-    return cudaErrorInvalidValue;
-  }
-  (void)cudaGetLastError();  // drop a stale non-sticky error (see LaunchUnrolled)
-  GatherBulkRowsKernel<<<static_cast<unsigned int>(grid), gather::kBulkThreads,
-                         static_cast<size_t>(dyn_bytes), stream>>>(
-      static_cast<const uint8_t*>(d_table), d_ids, args, static_cast<uint8_t*>(d_out));
-  if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return e;
-  }
-  return cudaSuccess;
-}
-
 // Table rows per row-owners block. Each block reads its rows once per id slice and scans its
 // slice of the ids, so over a grid of G groups x S slices that fills the device (G * S ~ the
 // resident blocks T, taken as 2 per multiprocessor) the bytes read are S * table + G * ids * 8 =
@@ -372,35 +339,23 @@ cudaError_t LaunchRowOwners(const GatherLaunchShape& shape, const void* d_table,
   args.ids_per_slice = ids_per_slice;
   args.row_bytes = static_cast<uint32_t>(row_bytes);
   args.rows_per_group = static_cast<uint32_t>(rows_per_group);
-  args.flags = (shape.variant.streaming_stores ? gather::kStreamingStores : 0) |
-               (shape.variant.table_evict_last ? gather::kTableEvictLast : 0);
-  (void)cudaGetLastError();  // drop a stale non-sticky error (see LaunchUnrolled)
+  args.flags = CacheFlags(shape.variant);
+  DropStaleError();
   GatherRowOwnersKernel<<<dim3(static_cast<unsigned int>(groups),
                                static_cast<unsigned int>(slices)),
                           gather::kOwnerThreads, static_cast<size_t>(dyn_bytes), stream>>>(
       static_cast<const uint8_t*>(d_table), d_ids, args, static_cast<uint8_t*>(d_out));
-  if (const cudaError_t e = cudaPeekAtLastError(); e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return e;
-  }
-  return cudaSuccess;
+  return TakeLaunchError();
 }
 
-// Whether the bulk paths can serve these arguments: the copy engine (sm_90), raw bytes (equal
-// types), rows and both base pointers on 16 bytes, rows up to 16 MB (so that a row's last piece
-// is never empty).
-bool BulkFits(const GatherLaunchShape& shape, const void* d_table, DataType table_type, int64_t dim,
-              const void* d_out, DataType out_type) {
-  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
-  return shape.cc_major >= 9 && table_type == out_type && row_bytes % 16 == 0 &&
-         row_bytes <= (int64_t{1} << 24) && IsAligned(d_table, 16) && IsAligned(d_out, 16) &&
-         shape.smem_per_block_optin >= gather::kMaxBulkStages * kBulkMaxPieceBytes + 1024;
-}
-
+// Whether the row-owners path can serve these arguments: the copy engine (sm_90), raw bytes
+// (equal types), rows and both base pointers on 16 bytes, and a row that fits a block's shared
+// memory.
 bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
                int64_t num_rows, int64_t dim, const void* d_out, DataType out_type) {
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
-  return BulkFits(shape, d_table, table_type, dim, d_out, out_type) && num_rows >= 1 &&
+  return shape.cc_major >= 9 && table_type == out_type && row_bytes % 16 == 0 &&
+         IsAligned(d_table, 16) && IsAligned(d_out, 16) && num_rows >= 1 &&
          row_bytes <=
              std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
 }
@@ -412,8 +367,9 @@ bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType tab
 //   and for 1.2 to 4 KB rows 11% to 1.9x slower at every table size (each block scans all its
 //   slice's ids, which costs more than it saves when rows are short);
 // - else kUnits (also for every conversion, row length that is not a multiple of 16 bytes,
-//   misaligned pointer, or a device before sm_90). kBulkRows is never chosen: it measured 2% to
-//   15% slower than kUnits on every shape it serves.
+//   misaligned pointer, or a device before sm_90). (A third path, bulk rows through the copy
+//   engine, measured 2% to 15% slower than kUnits on every shape it served and was removed:
+//   docs/kernel_benchmark_h200.md.)
 GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
                       int64_t num_rows, int64_t dim, int64_t num_ids, const void* d_out,
                       DataType out_type) {
@@ -426,6 +382,21 @@ GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataT
 }
 
 }  // namespace
+
+bool GatherVariantFromBits(int bits, GatherVariant* variant) {
+  constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kAuto /* unused */,
+                                   GatherPath::kRowOwners, GatherPath::kAuto};
+  const int path = (bits >> 5) & 3;
+  if (bits < 0 || bits >= 128 || (bits & 3) >= kUnrollLevels || path == 1) {
+    return false;
+  }
+  variant->path = kPaths[path];
+  variant->unroll_level = bits & 3;
+  variant->interleaved = (bits & 4) != 0;
+  variant->streaming_stores = (bits & 8) == 0;
+  variant->table_evict_last = (bits & 16) != 0;
+  return true;
+}
 
 cudaError_t GatherBlocksPerSm(int* blocks_per_sm) {
   int fewest = 1 << 30;
@@ -455,9 +426,6 @@ GatherPath ResolveGatherPath(const GatherLaunchShape& shape, const void* d_table
   switch (shape.variant.path) {
     case GatherPath::kAuto:
       return ChoosePath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type);
-    case GatherPath::kBulkRows:
-      return BulkFits(shape, d_table, table_type, dim, d_out, out_type) ? GatherPath::kBulkRows
-                                                                        : GatherPath::kUnits;
     case GatherPath::kRowOwners:
       return OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)
                  ? GatherPath::kRowOwners
@@ -476,7 +444,7 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
       shape.num_sms < 1 || shape.variant.unroll_level < 0 ||
       shape.variant.unroll_level >= kUnrollLevels ||
       !(asked == GatherPath::kAuto || asked == GatherPath::kUnits ||
-        asked == GatherPath::kBulkRows || asked == GatherPath::kRowOwners)) {
+        asked == GatherPath::kRowOwners)) {
     return cudaErrorInvalidValue;
   }
   if (num_ids == 0) {
@@ -484,8 +452,6 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
   }
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
   switch (ResolveGatherPath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type)) {
-    case GatherPath::kBulkRows:
-      return LaunchBulkRows(shape, d_table, row_bytes, d_ids, num_ids, d_out, stream);
     case GatherPath::kRowOwners:
       return LaunchRowOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
     case GatherPath::kAuto:

@@ -24,13 +24,10 @@ enum class GatherPath : int {
   kAuto = 0,
   // GatherUnitsKernel: threads load, convert and store 2- to 16-byte units. Any types, any dim.
   kUnits = 1,
-  // GatherBulkRowsKernel: the copy engine moves row pieces through shared memory, one warp per
-  // block issuing. Needs sm_90, equal table and answer types, 16-byte rows and pointers;
-  // elsewhere the launch falls back to kUnits. Kept for the sweep: 2% to 15% slower than kUnits.
-  kBulkRows = 2,
+  // (2 was a bulk-rows path through the copy engine, removed: docs/kernel_benchmark_h200.md.)
   // GatherRowOwnersKernel: each block holds a group of table rows in shared memory and writes
-  // them wherever the ids ask for them. Same requirements as kBulkRows (and rows up to the
-  // shared memory a block can have); elsewhere kUnits.
+  // them wherever the ids ask for them. Needs sm_90, equal table and answer types, 16-byte rows
+  // and pointers, and rows up to the shared memory a block can have; elsewhere kUnits.
   kRowOwners = 3,
 };
 
@@ -41,11 +38,11 @@ enum class GatherPath : int {
 struct GatherVariant {
   GatherPath path = GatherPath::kAuto;
   // kUnits: units in flight per thread: 1, 2, 4 (16-byte units) or 2, 4, 8 (narrower) at levels
-  // 0, 1, 2. kBulkRows: shared-memory stages per block: 2, 4, 8. kRowOwners: table rows per block:
+  // 0, 1, 2. kRowOwners: table rows per block:
   // 1/4, 1/2 or 1 times the dispatcher's bytes-read estimate (within the shared memory limit).
   int unroll_level = 1;
   bool interleaved = true;       // kUnits: the grid sweeps the answer front to back; else spans
-  bool streaming_stores = true;  // answer stores are evict-first (st.global.cs; a policy for bulk)
+  bool streaming_stores = true;  // answer stores evict-first (st.global.cs; a policy for owners)
   bool table_evict_last = true;  // table loads carry an L2 evict_last policy
 };
 
@@ -58,16 +55,29 @@ inline constexpr int kGatherMaxWaves = 64;
 struct GatherLaunchShape {
   int num_sms = 0;               // multiprocessors of the device
   int max_threads_per_sm = 0;    // resident threads per multiprocessor
-  int cc_major = 0;              // compute capability major; the bulk paths need 9 or more
+  int cc_major = 0;              // compute capability major; kRowOwners needs 9 or more
   int smem_per_block_optin = 0;  // bytes of shared memory a block may opt in to
   // The grid cap, for launch-shape experiments. kUnits: 0, kGatherMaxWaves resident waves of the
   // chosen kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0,
-  // blocks. kBulkRows: 0 or -1, one resident wave of blocks; -k, k waves; > 0, blocks. kRowOwners:
+  // blocks. kRowOwners:
   // the number of id slices (grid.y): 0 or -k, as many as fill k resident waves (0: one); > 0,
   // that many (at most num_ids and 65535).
   int max_blocks = 0;
   GatherVariant variant;
 };
+
+struct GatherTuning;  // embedding_lookup.h
+
+// The launch shape for a device's tuning (GetGatherTuning): its facts, with the default grid cap
+// and variant. Defined in embedding_lookup.cc.
+GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning);
+
+// The variant that a benchmark's bits name (kernels/tools/gather_benchmark.py, emb_gather_ex):
+// bits 0-1 the unroll level (0..2), bit 2 interleaved (1) or one span per block (0), bit 3 plain
+// (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last policy (1), bits
+// 5-6 the path: 0 kUnits, 2 kRowOwners, 3 kAuto (1 was the removed bulk-rows path). False, and
+// *variant untouched, for bits that name no variant.
+bool GatherVariantFromBits(int bits, GatherVariant* variant);
 
 // Writes the fewest resident blocks per multiprocessor, over all gather kernel
 // variants, on the current device, to *blocks_per_sm. Returns the occupancy

@@ -17,10 +17,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gather_benchmark as gb  # noqa: E402  (next to this file)
 
 # (vocab, [(variant bits of emb_gather_ex, max_blocks)]): the units default (21, no grid cap),
-# row owners (81) on one and on four waves of id slices, and the bulk-rows kernel (49).
+# and row owners (81) on one and on four waves of id slices.
 CALLS = [(1024, [(21, 1 << 30), (81, -1), (81, -4)]),
          (4096, [(21, 1 << 30), (81, -1)]),
-         (131072, [(21, 1 << 30), (49, -1)])]
+         (131072, [(21, 1 << 30)])]
 
 
 def main():

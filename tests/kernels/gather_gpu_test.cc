@@ -335,36 +335,40 @@ TEST_F(GatherGpuTest, AFailedAllocationDoesNotFailLaterGathers) {
                       4, TestIds(10, 100, 16), DataType::kFloat32);
 }
 
-// The variant of the benchmark's (and emb_gather_ex's) bits: 0-1 unroll level, 2 interleaved,
-// 3 plain stores, 4 evict_last table loads, 5-6 path (0 kUnits, 1 kBulkRows, 2 kRowOwners, 3
-// kAuto).
+// The variant of the benchmark's (and emb_gather_ex's) bits (GatherVariantFromBits).
 GatherVariant VariantOfBits(int bits) {
-  constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kBulkRows,
-                                   GatherPath::kRowOwners, GatherPath::kAuto};
   GatherVariant variant;
-  variant.path = kPaths[(bits >> 5) & 3];
-  variant.unroll_level = bits & 3;
-  variant.interleaved = (bits & 4) != 0;
-  variant.streaming_stores = (bits & 8) == 0;
-  variant.table_evict_last = (bits & 16) != 0;
+  EXPECT_TRUE(GatherVariantFromBits(bits, &variant)) << bits;
   return variant;
 }
 
 GatherLaunchShape ShapeOf(const GatherTuning& t, int max_blocks, const GatherVariant& variant) {
-  GatherLaunchShape shape;
-  shape.num_sms = t.num_sms;
-  shape.max_threads_per_sm = t.max_threads_per_sm;
-  shape.cc_major = t.cc_major;
-  shape.smem_per_block_optin = t.smem_per_block_optin;
+  GatherLaunchShape shape = LaunchShapeOf(t);
   shape.max_blocks = max_blocks;
   shape.variant = variant;
   return shape;
 }
 
+TEST(GatherVariantBits, NameEveryVariantAndNothingElse) {
+  GatherVariant v;
+  ASSERT_TRUE(GatherVariantFromBits(64 + 16 + 4 + 2, &v));
+  EXPECT_EQ(v.path, GatherPath::kRowOwners);
+  EXPECT_EQ(v.unroll_level, 2);
+  EXPECT_TRUE(v.interleaved);
+  EXPECT_TRUE(v.streaming_stores);
+  EXPECT_TRUE(v.table_evict_last);
+  ASSERT_TRUE(GatherVariantFromBits(96 + 8, &v));
+  EXPECT_EQ(v.path, GatherPath::kAuto);
+  EXPECT_FALSE(v.streaming_stores);
+  for (int bad : {-1, 3, 32, 33, 128}) {  // unroll level 3, the removed bulk path, out of range
+    EXPECT_FALSE(GatherVariantFromBits(bad, &v)) << bad;
+  }
+}
+
 // Every kernel variant (the benchmark's sweep) and grid shape gives the same answer: the default
 // cap, one resident wave, a cap of 3 blocks (so each block walks many tiles, the last one
-// partial; for kRowOwners 3 id slices), and no cap (kRowOwners: a slice per id). The bulk paths
-// also get rows of several pieces (16400 and 32768 bytes) and the shapes they fall back from.
+// partial; for kRowOwners 3 id slices), and no cap (kRowOwners: a slice per id). The row-owners
+// path also gets long rows (16400 and 32768 bytes) and the shapes it falls back from.
 class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
@@ -415,15 +419,13 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              // kUnits
                              0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18, 20, 21, 22, 24, 25,
                              26, 28, 29, 30,
-                             // kBulkRows
-                             32, 33, 34, 40, 41, 42, 48, 49, 50, 56, 57, 58,
                              // kRowOwners
                              64, 65, 66, 72, 73, 74, 80, 81, 82, 88, 89, 90,
                              // kAuto
                              96 + 1 + 4 + 16, 96 + 0 + 8));
 
-// The paths the rule takes, and the fallbacks, on the device (kRowOwners and kBulkRows only on
-// sm_90 and later). Small tables whose rows repeat go by table row; this one's 16 KB rows repeat
+// The paths the rule takes, and the fallbacks, on the device (kRowOwners only on sm_90 and
+// later). Small tables whose rows repeat go by table row; this one's 16 KB rows repeat
 // about 30 times.
 TEST_F(GatherGpuTest, SmallTableManyIdsGoesByTableRow) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);

@@ -1,0 +1,124 @@
+// Element types of the gather kernels as the bits they are stored in, their conversions on the
+// device (matching kernels/data_type.h bit for bit), and the vector units one access moves.
+// Private to kernels/; device code only.
+#ifndef EMB_KERNELS_GATHER_ELEMENT_TYPES_CUH_
+#define EMB_KERNELS_GATHER_ELEMENT_TYPES_CUH_
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "kernels/data_type.h"
+
+namespace emb::kernels::gather {
+
+// Element types, as the bits they are stored in.
+struct F32 {
+  using Bits = uint32_t;
+};
+struct F16 {
+  using Bits = uint16_t;
+};
+struct BF16 {
+  using Bits = uint16_t;
+};
+
+// Widening is exact. A NaN keeps its payload bits, as HalfToFloat /
+// BFloat16ToFloat do on the host (the hardware conversion would make it
+// canonical).
+__device__ __forceinline__ float ToFloat(F32, uint32_t b) { return __uint_as_float(b); }
+__device__ __forceinline__ float ToFloat(BF16, uint16_t b) { return BFloat16ToFloat(b); }
+__device__ __forceinline__ float ToFloat(F16, uint16_t b) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
+  if ((b & 0x7fffu) > 0x7c00u) {  // NaN
+    f = __uint_as_float((uint32_t{b & 0x8000u} << 16) | 0x7f800000u | (uint32_t{b & 0x3ffu} << 13));
+  }
+  return f;
+}
+
+// Narrowing uses the hardware's round-to-nearest-even conversion, which matches
+// FloatToHalf / FloatToBFloat16 bit for bit on every non-NaN input (subnormals
+// and overflow to infinity included; gather_gpu_test checks it). Only NaN
+// differs: the hardware gives the canonical NaN, so NaN takes the host's
+// quieted-payload pattern instead.
+__device__ __forceinline__ uint32_t FromFloat(F32, float f) { return __float_as_uint(f); }
+__device__ __forceinline__ uint16_t FromFloat(F16, float f) {
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  if (f != f) {
+    const uint32_t u = __float_as_uint(f);
+    h = static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
+  }
+  return h;
+}
+__device__ __forceinline__ uint16_t FromFloat(BF16, float f) {
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  if (f != f) {
+    h = static_cast<uint16_t>((__float_as_uint(f) >> 16) | 0x0040u);
+  }
+  return h;
+}
+
+// The register type of one memory access of kBytes.
+template <int kBytes>
+struct Vec;
+template <>
+struct Vec<16> {
+  using Type = uint4;
+};
+template <>
+struct Vec<8> {
+  using Type = uint2;
+};
+template <>
+struct Vec<4> {
+  using Type = unsigned int;
+};
+template <>
+struct Vec<2> {
+  using Type = unsigned short;
+};
+
+// kN consecutive elements of T, moved as one access.
+template <typename T, int kN>
+struct Unit {
+  using Bits = typename T::Bits;
+  static constexpr int kBytes = kN * static_cast<int>(sizeof(Bits));
+  using Type = typename Vec<kBytes>::Type;
+};
+
+// The wider of the load and store of one unit.
+template <typename In, typename Out, int kN>
+inline constexpr int kWiderUnitBytes =
+    Unit<In, kN>::kBytes > Unit<Out, kN>::kBytes ? Unit<In, kN>::kBytes : Unit<Out, kN>::kBytes;
+
+// Converts one unit of kN elements from In to Out; the identity when the types
+// match (the CPU gather memcpy's then, so even NaN payloads are copied bit for
+// bit).
+template <typename In, typename Out, int kN>
+__device__ __forceinline__ typename Unit<Out, kN>::Type ConvertUnit(typename Unit<In, kN>::Type v) {
+  if constexpr (std::is_same_v<In, Out>) {
+    return v;
+  } else {
+    typename In::Bits in[kN];
+    typename Out::Bits out[kN];
+    static_assert(sizeof(in) == sizeof(v));
+    memcpy(in, &v, sizeof(in));
+#pragma unroll
+    for (int i = 0; i < kN; ++i) {
+      out[i] = FromFloat(Out{}, ToFloat(In{}, in[i]));
+    }
+    typename Unit<Out, kN>::Type r;
+    static_assert(sizeof(out) == sizeof(r));
+    memcpy(&r, out, sizeof(r));
+    return r;
+  }
+}
+
+}  // namespace emb::kernels::gather
+
+#endif  // EMB_KERNELS_GATHER_ELEMENT_TYPES_CUH_
