@@ -15,39 +15,11 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/tables/host_rows.h"
+#include "service/tables/table_layout.h"
+#include "service/tables/table_spec.h"
 
 namespace emb::service {
-
-// One --table flag: NAME=PATH, where PATH may end in #TENSOR for a .safetensors file.
-struct TableSpec {
-  std::string name;
-  std::string path;
-  std::string tensor;  // safetensors only; empty: the file's only tensor
-};
-
-// Parses "NAME=PATH[#TENSOR]". INVALID_ARGUMENT when the name or path is missing.
-absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag);
-
-// What a table file's header says: the rows start at data_offset.
-struct TableLayout {
-  int64_t rows = 0;
-  int64_t dim = 0;
-  DataType dtype = DataType::kFloat32;
-  size_t data_offset = 0;
-};
-
-// The checks TableSource::Open() makes, on a whole file held in memory: `file` is the file's
-// bytes, `spec.path` (its ending picks the format; it is not opened) and `spec.tensor` are read
-// as Open() reads them. The same errors as Open() for the same bytes (it cannot be NOT_FOUND).
-// For tests and fuzzing (tests/fuzz/), which need no file.
-absl::StatusOr<TableLayout> ParseTableFile(const TableSpec& spec, absl::string_view file);
-
-// A read-only view of a table's rows in host memory, kept alive by its owner.
-class HostRows {
- public:
-  virtual ~HostRows() = default;
-  virtual const std::byte* data() const = 0;
-};
 
 class TableSource {
  public:
