@@ -1,4 +1,5 @@
-// Integration tests: the real embedding-server binary on loopback, called through emb::client.
+// Integration tests of the API: a real embedding-server binary on loopback serving a demo table,
+// called through emb::client: lookups in every dtype, errors, ListTables, health, metrics.
 #include <signal.h>
 
 #include <atomic>
@@ -25,6 +26,8 @@
 #include "kernels/cpu_gather.h"
 #include "service/common/log.h"
 #include "tests/testing/demo_table.h"
+#include "tests/testing/health_watch.h"
+#include "tests/testing/metrics_text.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
@@ -32,6 +35,9 @@ namespace emb {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::HealthStatus;
+using testing::HealthWatch;
+using testing::Sample;
 using testing::ServerProcess;
 
 constexpr int64_t kRows = 5000;
@@ -254,47 +260,6 @@ TEST_F(ServerTest, HealthIsServingForServerAndService) {
             absl::StatusCode::kNotFound);
 }
 
-using HealthStatus = grpc::health::v1::HealthCheckResponse;
-
-// A health Watch call on a server, read one status at a time; cancelled at the end of its scope.
-class HealthWatch {
- public:
-  HealthWatch(const std::string& target, const std::string& service, absl::Duration timeout)
-      : stub_(grpc::health::v1::Health::NewStub(
-            grpc::CreateChannel(target, grpc::InsecureChannelCredentials()))) {
-    ctx_.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-    grpc::health::v1::HealthCheckRequest request;
-    request.set_service(service);
-    reader_ = stub_->Watch(&ctx_, request);
-  }
-  ~HealthWatch() {
-    if (!finished_) {
-      ctx_.TryCancel();
-      (void)reader_->Finish();
-    }
-  }
-
-  // The next status the server sends; nullopt once the stream has ended.
-  std::optional<HealthStatus::ServingStatus> Next() {
-    HealthStatus response;
-    if (!reader_->Read(&response)) {
-      return std::nullopt;
-    }
-    return response.status();
-  }
-  // How the call ended (after Next() returned nullopt).
-  grpc::Status Finish() {
-    finished_ = true;
-    return reader_->Finish();
-  }
-
- private:
-  std::unique_ptr<grpc::health::v1::Health::Stub> stub_;
-  grpc::ClientContext ctx_;
-  std::unique_ptr<grpc::ClientReader<HealthStatus>> reader_;
-  bool finished_ = false;
-};
-
 TEST_F(ServerTest, HealthWatchStreamsServing) {
   HealthWatch watch(server_->target(), "embedding.v1.EmbeddingService", absl::Seconds(10));
   EXPECT_EQ(watch.Next(), HealthStatus::SERVING);
@@ -305,18 +270,6 @@ TEST_F(ServerTest, HealthWatchOfAnUnknownServiceSaysSoAndStaysOpen) {
   EXPECT_EQ(watch.Next(), HealthStatus::SERVICE_UNKNOWN);
   EXPECT_EQ(watch.Next(), std::nullopt);  // nothing more until the deadline ends the call
   EXPECT_EQ(watch.Finish().error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
-}
-
-// The value of the first sample line of the exposition that starts with `series`.
-double Sample(const std::string& metrics, const std::string& series) {
-  for (size_t pos = 0; (pos = metrics.find(series, pos)) != std::string::npos; ++pos) {
-    if (pos == 0 || metrics[pos - 1] == '\n') {
-      const size_t end = metrics.find('\n', pos);
-      const std::string line = metrics.substr(pos, end - pos);
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return -1;
 }
 
 TEST_F(ServerTest, BenchCountsEveryCallWithCallbacksAndWithBlockingThreads) {
@@ -377,341 +330,6 @@ TEST_F(ServerTest, MetricsCountTheTraffic) {
            "grpc_server_started_total{grpc_method=\"LookUp\"",
            "grpc_server_handling_seconds_count{grpc_method=\"LookUp\""}) {
     EXPECT_GE(Sample(*after, name), 0) << name << " missing from\n" << *after;
-  }
-}
-
-// The demo table of a server started with --demo_table=1000x64 and the default seed.
-std::string DemoRows(absl::Span<const int64_t> ids) {
-  static const auto* table = new testing::DemoTable(1000, 64, 42);
-  return table->Rows(ids);
-}
-
-std::vector<int64_t> SmallIds(std::mt19937_64& rng) {
-  std::vector<int64_t> ids(64);
-  for (auto& id : ids) {
-    id = static_cast<int64_t>(rng() % 1000);
-  }
-  return ids;
-}
-
-// Callers keep calling until health says NOT_SERVING (as a load balancer would), and calls made
-// while the server drains still succeed; the server then exits 0.
-TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
-  auto server = ServerProcess::Start({"--demo_table=1000x64", "--drain_seconds=1"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-  std::atomic<bool> stop{false};
-  std::atomic<int> ok{0}, failed{0};
-  std::vector<std::thread> callers;
-  for (int t = 0; t < 4; ++t) {
-    callers.emplace_back([&, t] {
-      std::mt19937_64 rng(t);
-      while (!stop) {
-        const auto ids = SmallIds(rng);
-        auto r = client->LookUp("", ids, {}, std::nullopt, absl::Seconds(20));
-        if (r.ok() && r->data == DemoRows(ids)) {
-          ++ok;
-        } else {
-          ++failed;
-          ADD_FAILURE() << "call failed while draining: " << r.status();
-        }
-      }
-    });
-  }
-  absl::SleepFor(absl::Milliseconds(200));
-  (*server)->Signal(SIGTERM);
-  ASSERT_TRUE((*server)->WaitForLog("received SIGTERM", absl::Seconds(10)));
-  auto health = client->CheckHealth("", absl::Seconds(5));
-  ASSERT_TRUE(health.ok()) << health.status();
-  EXPECT_EQ(*health, "NOT_SERVING");
-  const int ok_at_drain = ok.load();
-  absl::SleepFor(absl::Milliseconds(300));
-  EXPECT_GT(ok.load(), ok_at_drain) << "calls must still be served while draining";
-  stop = true;
-  for (auto& t : callers) {
-    t.join();
-  }
-  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
-  EXPECT_EQ(failed.load(), 0);
-  EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly"));
-}
-
-// The time stamp of the first log line that contains `text`; nullopt when no such line (yet).
-// Lines look like "2026-11-30T06:40:12.123456Z I message" (service/common/log.h).
-std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& text) {
-  const size_t at = log.find(text);
-  if (at == std::string::npos) {
-    return std::nullopt;
-  }
-  const size_t newline = log.rfind('\n', at);
-  const size_t line_start = newline == std::string::npos ? 0 : newline + 1;
-  const std::string stamp = log.substr(line_start, log.find(' ', line_start) - line_start);
-  absl::Time t;
-  std::string error;
-  if (!absl::ParseTime(service::kLogTimeFormat, stamp, &t, &error)) {
-    ADD_FAILURE() << "no time stamp in log line: " << log.substr(line_start, 80) << ": " << error;
-    return std::nullopt;
-  }
-  return t;
-}
-
-// While the tables load, the port is open and health says NOT_SERVING, to Check and to Watch;
-// Watch then streams SERVING once they are loaded. A demo table of 4M x 16 float32 (256 MB) takes
-// about a second to make.
-//
-// "Once they are loaded" is checked against the clock, not against what the test has read of the
-// log so far (the log reaches the test later than the answers may): every SERVING answer arrives
-// after the time stamp of the line that says the table is loaded, which the server writes before
-// it changes its health.
-TEST(ServerLifecycle, HealthIsNotServingUntilTheTablesAreLoaded) {
-  auto server =
-      ServerProcess::Start({"--demo_table=4000000x16"}, absl::Seconds(120), "gRPC listening on");
-  ASSERT_TRUE(server.ok()) << server.status();
-  std::vector<absl::Time> serving_answers;  // when each SERVING answer arrived
-  int not_serving_answers = 0;
-  auto record = [&](bool serving) {
-    if (serving) {
-      serving_answers.push_back(absl::Now());
-    } else {
-      ++not_serving_answers;
-    }
-  };
-
-  HealthWatch watch((*server)->target(), "", absl::Seconds(120));
-  std::optional<HealthStatus::ServingStatus> watched = watch.Next();
-  ASSERT_TRUE(watched.has_value()) << "the Watch ended at once";
-  record(*watched == HealthStatus::SERVING);
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-  for (;;) {
-    auto check = client->CheckHealth("", absl::Seconds(10));
-    ASSERT_TRUE(check.ok()) << check.status();
-    ASSERT_THAT(*check, ::testing::AnyOf("SERVING", "NOT_SERVING"));
-    record(*check == "SERVING");
-    if (*check == "SERVING") {
-      break;
-    }
-  }
-  while (watched != HealthStatus::SERVING) {
-    watched = watch.Next();
-    ASSERT_TRUE(watched.has_value()) << "the Watch ended before SERVING";
-    record(*watched == HealthStatus::SERVING);
-  }
-
-  ASSERT_TRUE((*server)->WaitForLog("health SERVING", absl::Seconds(10))) << (*server)->log();
-  const std::optional<absl::Time> loaded = LoggedAt((*server)->log(), "table 'demo' loaded");
-  ASSERT_TRUE(loaded.has_value()) << (*server)->log();
-  for (absl::Time answered : serving_answers) {
-    EXPECT_GE(answered, *loaded) << "SERVING before the table was loaded\n" << (*server)->log();
-  }
-  EXPECT_GT(not_serving_answers, 0) << "the table loaded before any health answer; make it larger";
-}
-
-// A Watch stream gets NOT_SERVING when the server starts draining, and is ended by the server at
-// shutdown: it does not hold the exit until --shutdown_timeout_seconds.
-TEST(ServerLifecycle, SigtermEndsHealthWatchStreams) {
-  auto server = ServerProcess::Start(
-      {"--demo_table=1000x64", "--drain_seconds=0.2", "--shutdown_timeout_seconds=60"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  HealthWatch watch((*server)->target(), "embedding.v1.EmbeddingService", absl::Seconds(120));
-  EXPECT_EQ(watch.Next(), HealthStatus::SERVING);
-  const absl::Time signalled = absl::Now();
-  (*server)->Signal(SIGTERM);
-  EXPECT_EQ(watch.Next(), HealthStatus::NOT_SERVING);
-  EXPECT_EQ(watch.Next(), std::nullopt);
-  EXPECT_TRUE(watch.Finish().ok());
-  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
-  EXPECT_LT(absl::Now() - signalled, absl::Seconds(20)) << (*server)->log();
-}
-
-// Calls still queued when shutdown starts (a long batching delay holds them) get their rows.
-TEST(ServerLifecycle, SigtermAnswersCallsInFlight) {
-  auto server = ServerProcess::Start(
-      {"--demo_table=1000x64", "--drain_seconds=0", "--max_queue_delay_us=700000"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-  constexpr int kCalls = 8;
-  std::mt19937_64 rng(5);
-  std::vector<std::vector<int64_t>> ids(kCalls);
-  std::vector<absl::StatusOr<client::LookUpResult>> results(kCalls);
-  absl::BlockingCounter done(kCalls);
-  for (int i = 0; i < kCalls; ++i) {
-    ids[i] = SmallIds(rng);
-    client::LookUpRequestSpec spec;
-    spec.ids = ids[i];
-    client->LookUpAsync(spec, absl::Seconds(20), [&, i](absl::StatusOr<client::LookUpResult> r) {
-      results[i] = std::move(r);
-      done.DecrementCount();
-    });
-  }
-  // Wait until the server has queued all of them, then stop it.
-  bool queued = false;
-  for (int attempt = 0; attempt < 200 && !queued; ++attempt) {
-    auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
-    if (m.ok() && m->find("embedding_queue_ids{table=\"demo\"} " + std::to_string(kCalls * 64)) !=
-                      std::string::npos) {
-      queued = true;
-    } else {
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-  }
-  EXPECT_TRUE(queued) << "the calls never showed in embedding_queue_ids";
-  (*server)->Signal(SIGTERM);
-  done.Wait();
-  for (int i = 0; i < kCalls; ++i) {
-    ASSERT_TRUE(results[i].ok()) << results[i].status();
-    EXPECT_TRUE(results[i]->data == DemoRows(ids[i]));
-  }
-  EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << (*server)->log();
-}
-
-// Tables from files: a float16 .npy and a bfloat16 tensor picked out of a .safetensors file,
-// the second made the default; rows checked against the files' bytes in every answer type.
-TEST(ServerTables, FileTablesServeTheirRowsAndTheChosenDefault) {
-  testing::TempDir dir;
-  const std::string words = testing::RandomRows(DataType::kFloat16, 700 * 24, 1);
-  const std::string items = testing::RandomRows(DataType::kBFloat16, 300 * 40, 2);
-  const std::string other = testing::RandomRows(DataType::kFloat32, 5 * 3, 3);
-  ASSERT_TRUE(
-      testing::WriteFile(dir.File("words.npy"), testing::NpyFile("<f2", {700, 24}, words)).ok());
-  ASSERT_TRUE(testing::WriteFile(dir.File("model.safetensors"),
-                                 testing::SafetensorsFile({{"other", "F32", {5, 3}, other},
-                                                           {"items", "BF16", {300, 40}, items}}))
-                  .ok());
-  auto server = ServerProcess::Start({"--table=words=" + dir.File("words.npy"),
-                                      "--table=items=" + dir.File("model.safetensors") + "#items",
-                                      "--default_table=items"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-
-  auto tables = client->ListTables(kTimeout);
-  ASSERT_TRUE(tables.ok()) << tables.status();
-  ASSERT_EQ(tables->size(), 2u);
-  EXPECT_EQ((*tables)[0].name, "items");
-  EXPECT_TRUE((*tables)[0].is_default);
-  EXPECT_EQ((*tables)[0].dtype, DataType::kBFloat16);
-  EXPECT_EQ((*tables)[0].rows, 300);
-  EXPECT_EQ((*tables)[0].dim, 40);
-  EXPECT_EQ((*tables)[1].name, "words");
-  EXPECT_FALSE((*tables)[1].is_default);
-  EXPECT_EQ((*tables)[1].dtype, DataType::kFloat16);
-
-  std::mt19937_64 rng(4);
-  struct Case {
-    std::string table;  // as requested; "" is the default, items
-    const std::string* data;
-    DataType type;
-    int64_t rows, dim;
-  };
-  for (const Case& c : {Case{"words", &words, DataType::kFloat16, 700, 24},
-                        Case{"", &items, DataType::kBFloat16, 300, 40}}) {
-    std::vector<int64_t> ids(50);
-    for (int64_t& id : ids) {
-      id = static_cast<int64_t>(rng() % c.rows);
-    }
-    ids[0] = c.rows - 1;
-    for (DataType out : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-      auto r = client->LookUp(c.table, ids, {}, out, kTimeout);
-      ASSERT_TRUE(r.ok()) << r.status();
-      std::string want(ids.size() * c.dim * ElementSize(out), '\0');
-      kernels::CpuGather(reinterpret_cast<const std::byte*>(c.data->data()), c.type, c.dim, ids,
-                         out, reinterpret_cast<std::byte*>(want.data()));
-      EXPECT_TRUE(r->data == want) << "table '" << c.table << "' as " << DataTypeName(out);
-    }
-  }
-  EXPECT_THAT((*server)->log(), HasSubstr("table 'words' loaded: 700 rows x 24 dims, float16"));
-  EXPECT_THAT((*server)->log(), HasSubstr("table 'items' loaded: 300 rows x 40 dims, bfloat16"));
-}
-
-// Waits until the server's metrics show `series` with `value`; false after about a second.
-bool WaitForSample(const ServerProcess& server, const std::string& series, double value) {
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    auto m = testing::HttpGet(server.metrics_port(), "/metrics");
-    if (m.ok() && Sample(*m, series) == value) {
-      return true;
-    }
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return false;
-}
-
-// A long batching delay holds the first call in the queue; the queue then has no room.
-TEST(ServerQueue, FullQueueIsResourceExhaustedAtOnce) {
-  auto server =
-      ServerProcess::Start({"--demo_table=1000x8", "--max_queue_delay_us=500000",
-                            "--max_queue_ids=150", "--max_batch_ids=150", "--max_request_ids=100"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-  client::LookUpRequestSpec first;
-  first.ids.assign(100, 7);
-  absl::Notification first_done;
-  absl::StatusOr<client::LookUpResult> first_result;
-  client->LookUpAsync(first, absl::Seconds(20), [&](absl::StatusOr<client::LookUpResult> r) {
-    first_result = std::move(r);
-    first_done.Notify();
-  });
-  ASSERT_TRUE(WaitForSample(**server, "embedding_queue_ids{table=\"demo\"}", 100));
-  const std::vector<int64_t> second(100, 3);  // 100 + 100 > 150
-  ExpectError(client->LookUp("", second, {}, std::nullopt, kTimeout),
-              absl::StatusCode::kResourceExhausted, {"queue is full", "limit 150"});
-  first_done.WaitForNotification();
-  ASSERT_TRUE(first_result.ok()) << first_result.status();
-  auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(Sample(*m, "embedding_rejected_ids_total{reason=\"queue_full\",table=\"demo\"}"), 100);
-}
-
-// A call whose deadline passes while it waits for its batch is dropped, not gathered.
-TEST(ServerQueue, CallPastItsDeadlineIsDroppedAndCounted) {
-  auto server = ServerProcess::Start({"--demo_table=1000x8", "--max_queue_delay_us=400000"});
-  ASSERT_TRUE(server.ok()) << server.status();
-  auto client = client::EmbeddingClient::Connect((*server)->target());
-  const std::vector<int64_t> ids = {1, 2, 3};
-  auto r = client->LookUp("", ids, {}, std::nullopt, absl::Milliseconds(50));
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
-  // The server drops it when its batch forms, 400 ms after it arrived.
-  EXPECT_TRUE(
-      WaitForSample(**server,
-                    "embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}", 1) ||
-      WaitForSample(**server,
-                    "embedding_dropped_requests_total{reason=\"cancelled\",table=\"demo\"}", 1))
-      << (*server)->log();
-  auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
-  ASSERT_TRUE(m.ok());
-  EXPECT_EQ(Sample(*m, "embedding_ids_total{table=\"demo\"}"), 0)
-      << "a dropped call is not gathered";
-}
-
-TEST(ServerLifecycle, BrokenTableFileStopsStartUpBeforeThePortOpens) {
-  const std::string path = ::testing::TempDir() + "/broken.npy";
-  FILE* f = fopen(path.c_str(), "wb");
-  ASSERT_NE(f, nullptr);
-  fputs("not a numpy file at all", f);
-  fclose(f);
-  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=words=" + path});
-  EXPECT_NE(exit.code, 0);
-  EXPECT_THAT(exit.log, HasSubstr(path + ": bad magic"));
-  EXPECT_THAT(exit.log, ::testing::Not(HasSubstr("listening")));
-}
-
-TEST(ServerLifecycle, HelpListsTheFlags) {
-  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--help"});
-  for (const char* flag :
-       {"--table", "--default_table", "--demo_table", "--grpc_address", "--metrics_address",
-        "--device", "--max_batch_ids", "--max_queue_delay_us", "--max_queue_ids",
-        "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--completion_poll_us",
-        "--zero_copy_max_bytes", "--drain_seconds", "--shutdown_timeout_seconds",
-        "--max_concurrent_streams"}) {
-    EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
-  }
-}
-
-TEST(ServerLifecycle, BadGpuSettingsStopStartUpNamingTheFlag) {
-  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
-           {"--inflight_batches=0", "--inflight_batches must be at least 1"},
-           {"--zero_copy_max_bytes=-1", "--zero_copy_max_bytes must not be negative"}}) {
-    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
-    EXPECT_NE(exit.code, 0) << flag;
-    EXPECT_THAT(exit.log, HasSubstr(message)) << flag;
   }
 }
 
