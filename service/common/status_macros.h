@@ -19,11 +19,13 @@
 // `lhs = *expr` when `expr` (a StatusOr) is OK; otherwise returns its status.
 #define ASSIGN_OR_RETURN(lhs, expr) \
   ASSIGN_OR_RETURN_IMPL_(EMB_STATUS_CONCAT_(_status_or_, __LINE__), lhs, expr)
+// NOLINTBEGIN(bugprone-macro-parentheses): `lhs` is a declaration or an lvalue, `tmp` a name.
 #define ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \
   auto tmp = (expr);                           \
   if (!tmp.ok()) {                             \
     return tmp.status();                       \
   }                                            \
   lhs = std::move(*tmp)
+// NOLINTEND(bugprone-macro-parentheses)
 
 #endif  // EMB_SERVICE_COMMON_STATUS_MACROS_H_

@@ -162,7 +162,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
           " (health NOT_SERVING until the tables are loaded)");
   LogInfo("metrics on http://", metrics_address.host, ":", server->metrics_port_, "/metrics");
 
-  RETURN_IF_ERROR(server->LoadTables(config, device, std::move(sources)));
+  RETURN_IF_ERROR(server->LoadTables(config, device, sources));
   server->service_->SetTables(&server->tables_);
   server->health_->SetServing(true);
   LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
@@ -170,7 +170,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 }
 
 absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Device& device,
-                                         std::vector<std::unique_ptr<TableSource>> sources) {
+                                         const std::vector<std::unique_ptr<TableSource>>& sources) {
   StoreOptions options = config.store;
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
@@ -185,8 +185,9 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     LogInfo(absl::StrFormat(
         "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from %s",
         source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
-        source->bytes(), seconds, seconds > 0 ? source->bytes() / seconds / 1e9 : 0.0,
-        store->device(), source->origin()));
+        source->bytes(), seconds,
+        seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, store->device(),
+        source->origin()));
     TableMetrics tm =
         metrics_->AddTable(store->name(), DataTypeName(store->dtype()), store->device(),
                            store->rows(), store->dim(), static_cast<int64_t>(store->bytes()));

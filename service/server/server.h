@@ -68,7 +68,7 @@ class EmbeddingServer {
  private:
   EmbeddingServer() = default;
   absl::Status LoadTables(const ServerConfig& config, const Device& device,
-                          std::vector<std::unique_ptr<TableSource>> sources);
+                          const std::vector<std::unique_ptr<TableSource>>& sources);
   // Shutdown's first step: returns once every call in progress is one the service holds, and
   // none has arrived for a moment; or at `until`.
   void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;

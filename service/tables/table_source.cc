@@ -21,7 +21,8 @@ namespace {
 absl::Status PreadAll(int fd, size_t offset, absl::Span<std::byte> dst, absl::string_view path) {
   size_t done = 0;
   while (done < dst.size()) {
-    const ssize_t n = pread(fd, dst.data() + done, dst.size() - done, offset + done);
+    const ssize_t n =
+        pread(fd, dst.data() + done, dst.size() - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) {
       continue;
     }
