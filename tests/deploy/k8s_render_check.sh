@@ -12,8 +12,9 @@ command -v yamllint >/dev/null || fail "yamllint is not installed (scripts/insta
 command -v node >/dev/null || fail "node is not installed (scripts/install-deps)"
 need_npm kubernetes-models @kubernetes/client-node @kubernetes-models/prometheus-operator yaml typescript
 
-yamllint -c "$ROOT/tests/deploy/yamllint.yaml" "$ROOT/deploy" || fail "yamllint found problems in deploy/"
-echo "yamllint: deploy/ clean"
+yamllint -c "$ROOT/tests/deploy/yamllint.yaml" "$ROOT"/deploy/{k8s,prometheus,grafana} ||
+  fail "yamllint found problems in deploy/ (above)"
+echo "yamllint: deploy/k8s, deploy/prometheus and deploy/grafana clean"
 
 gpu=$(render overlays/gpu) cpu=$(render overlays/cpu) adapter=$(render prometheus-adapter)
 echo "kubectl kustomize: overlays/gpu, overlays/cpu and prometheus-adapter render"
