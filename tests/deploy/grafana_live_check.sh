@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# The dashboard against reality: a real Prometheus (Debian's, on loopback) with deploy/prometheus's
+# scrape config and rules scrapes a real server under load from `embedding-client bench`; every
+# panel query returns data (dashboard_queries.py), so do the recording rules and the
+# prometheus-adapter rule, and render_dashboard.py draws the panels from it.
+#   grafana_live_check.sh SERVER CLIENT
+# With DASHBOARD_PNG=PATH it also lets the load run for LOAD_SECONDS (default 90) and draws that
+# span into PATH: how docs/dashboard.png is made.
+source "$(dirname "$0")/../tools/lib.sh"
+source "$(dirname "$0")/lib.sh"
+SERVER=$1 CLIENT=$2
+command -v prometheus >/dev/null || fail "Debian's prometheus is not installed (scripts/install-deps)"
+"$PY" -c 'import matplotlib, yaml' 2>/dev/null ||
+  fail "python3-matplotlib or python3-yaml is not installed (scripts/install-deps)"
+
+start_server "$SERVER" --demo_table=20000x32 --drain_seconds=0
+# deploy/prometheus/prometheus.yml itself, pointed at this server, scraping every second, with the
+# namespace label a PodMonitor would add (prometheus-adapter's rule selects on it).
+PROM_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$PY" - "$ROOT/deploy/prometheus/prometheus.yml" "$WORK/prometheus.yml" "$METRICS_PORT" <<'PY'
+import os, sys, yaml
+source, out, port = sys.argv[1:]
+config = yaml.safe_load(open(source))
+config["global"].update(scrape_interval="1s", evaluation_interval="1s")
+config["rule_files"] = [os.path.join(os.path.dirname(source), f) for f in config["rule_files"]]
+[job] = config["scrape_configs"]
+job["static_configs"] = [{"targets": [f"127.0.0.1:{port}"], "labels": {"namespace": "test"}}]
+yaml.safe_dump(config, open(out, "w"))
+PY
+promtool check config "$WORK/prometheus.yml" >/dev/null || fail "promtool check config"
+prometheus --config.file="$WORK/prometheus.yml" --storage.tsdb.path="$WORK/tsdb" \
+  --web.listen-address=127.0.0.1:$PROM_PORT >"$WORK/prometheus.log" 2>&1 &
+PIDS+=($!)
+
+# Load for the whole check (it is stopped at exit), and a few rejected ids for their panel.
+load_seconds=${DASHBOARD_PNG:+${LOAD_SECONDS:-90}}
+"$CLIENT" --target=127.0.0.1:$GRPC_PORT bench --duration=${load_seconds:-60}s --warmup=0 \
+  --concurrency=4 --ids_per_request=64 --id_distribution=zipf >"$WORK/bench.log" 2>&1 &
+PIDS+=($!)
+for id in 20000 20001 -1; do
+  "$CLIENT" --target=127.0.0.1:$GRPC_PORT lookup -- "$id" >/dev/null 2>&1 && fail "id $id accepted"
+done
+
+"$PY" "$ROOT/tests/deploy/dashboard_queries.py" "http://127.0.0.1:$PROM_PORT" \
+  "$ROOT/deploy/k8s/prometheus-adapter/rules.yaml" \
+  "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" 40 ||
+  { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; fail "see above"; }
+"$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$WORK/dashboard.png" \
+  --minutes=0.5 --rate_interval=10s || fail "render_dashboard.py failed"
+[[ -s $WORK/dashboard.png ]] || fail "render_dashboard.py wrote no PNG"
+echo "render_dashboard.py: drew the dashboard ($(stat -c %s "$WORK/dashboard.png") bytes)"
+
+if [[ -n ${DASHBOARD_PNG:-} ]]; then
+  wait "${PIDS[-1]}" || fail "bench failed: $(cat "$WORK/bench.log")"
+  "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$DASHBOARD_PNG" \
+    --minutes="$(awk "BEGIN {print $load_seconds / 60}")" --rate_interval=10s
+  echo "wrote $DASHBOARD_PNG"
+fi

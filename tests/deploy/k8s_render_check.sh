@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# deploy/k8s renders with `kubectl kustomize` (both overlays and the prometheus-adapter rules), and
+# what it renders is valid offline: Kubernetes schemas with unknown fields (kubernetes-models and
+# @kubernetes/client-node), the PodMonitor and PrometheusRule CRD schemas (plus tsc for their
+# unknown fields), yamllint (duplicate keys); the PrometheusRule is deploy/prometheus's rules, and
+# the overlays keep their promises (k8s_facts.py).
+#   k8s_render_check.sh
+source "$(dirname "$0")/../tools/lib.sh"
+source "$(dirname "$0")/lib.sh"
+need_kustomize
+command -v yamllint >/dev/null || fail "yamllint is not installed (scripts/install-deps)"
+command -v node >/dev/null || fail "node is not installed (scripts/install-deps)"
+need_npm kubernetes-models @kubernetes/client-node @kubernetes-models/prometheus-operator yaml typescript
+
+yamllint -c "$ROOT/tests/deploy/yamllint.yaml" "$ROOT"/deploy/{k8s,prometheus,grafana} ||
+  fail "yamllint found problems in deploy/ (above)"
+echo "yamllint: deploy/k8s, deploy/prometheus and deploy/grafana clean"
+
+gpu=$(render overlays/gpu) cpu=$(render overlays/cpu) adapter=$(render prometheus-adapter)
+echo "kubectl kustomize: overlays/gpu, overlays/cpu and prometheus-adapter render"
+
+dir=$(node_dir)
+cp "$ROOT/tests/deploy/k8s_validate.mjs" "$dir/"
+(cd "$dir" && node k8s_validate.mjs crds.ts "$gpu" "$cpu" "$adapter") ||
+  fail "the rendered manifests are not valid (above)"
+cat >"$dir/tsconfig.json" <<'JSON'
+{"compilerOptions": {"strict": true, "noEmit": true, "module": "nodenext",
+                     "moduleResolution": "nodenext", "target": "es2022", "skipLibCheck": true},
+ "files": ["crds.ts"]}
+JSON
+"$TOOLS/.bin/tsc" -p "$dir" || fail "a PodMonitor or PrometheusRule has a field its CRD lacks (above)"
+echo "tsc: the PodMonitor and PrometheusRule have only their CRDs' fields"
+
+"$ROOT/deploy/k8s/generate-prometheus-rule" "$WORK/prometheus-rule.yaml"
+diff -u "$ROOT/deploy/k8s/base/prometheus-rule.yaml" "$WORK/prometheus-rule.yaml" ||
+  fail "deploy/k8s/base/prometheus-rule.yaml is stale: run deploy/k8s/generate-prometheus-rule"
+"$PY" "$ROOT/tests/deploy/k8s_facts.py" "$gpu" "$cpu" "$adapter" \
+  "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" || fail "see above"
