@@ -6,15 +6,19 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/common/flags_usage.h"
@@ -91,17 +95,52 @@ bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
          *rows > 0 && *dim > 0;
 }
 
-// Every value of a flag given several times (Abseil keeps only the last): --NAME=V or --NAME V.
+// `args` with each --flagfile=F1[,F2...] (or --flagfile F1) replaced by its files' flags, as
+// Abseil reads them: one flag per line, blank lines and lines starting with # skipped, nested
+// flag files followed. A file that cannot be read is left for Abseil to report.
+std::vector<std::string> ExpandFlagfiles(const std::vector<std::string>& args, int depth = 0) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string files;
+    if (depth < 8 && absl::StartsWith(args[i], "--flagfile=")) {
+      files = args[i].substr(strlen("--flagfile="));
+    } else if (depth < 8 && args[i] == "--flagfile" && i + 1 < args.size()) {
+      files = args[++i];
+    } else {
+      out.push_back(args[i]);
+      continue;
+    }
+    for (absl::string_view file : absl::StrSplit(files, ',', absl::SkipEmpty())) {
+      std::ifstream in{std::string(file)};
+      std::vector<std::string> lines;
+      for (std::string line; std::getline(in, line);) {
+        const absl::string_view flag = absl::StripAsciiWhitespace(line);
+        if (!flag.empty() && flag[0] != '#') {
+          lines.emplace_back(flag);
+        }
+      }
+      for (std::string& flag : ExpandFlagfiles(lines, depth + 1)) {
+        out.push_back(std::move(flag));
+      }
+    }
+  }
+  return out;
+}
+
+// Every value of a flag given several times (Abseil keeps only the last): --NAME=V or --NAME V,
+// on the command line or in a --flagfile.
 std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& name) {
+  const std::vector<std::string> args =
+      ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc));
   std::vector<std::string> values;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
     if (arg == "--") {
       break;
     }
     for (const std::string dashes : {"--", "-"}) {
-      if (arg == dashes + name && i + 1 < argc) {
-        values.push_back(argv[++i]);
+      if (arg == dashes + name && i + 1 < args.size()) {
+        values.push_back(args[++i]);
       } else if (arg.rfind(dashes + name + "=", 0) == 0) {
         values.push_back(arg.substr(dashes.size() + name.size() + 1));
       }

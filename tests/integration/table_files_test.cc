@@ -12,6 +12,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,6 +94,33 @@ TEST(ServerTables, FileTablesServeTheirRowsAndTheChosenDefault) {
   }
   EXPECT_THAT((*server)->log(), HasSubstr("table 'words' loaded: 700 rows x 24 dims, float16"));
   EXPECT_THAT((*server)->log(), HasSubstr("table 'items' loaded: 300 rows x 40 dims, bfloat16"));
+}
+
+// --table flags in a --flagfile (as the Kubernetes manifests pass them, from a ConfigMap) count
+// like those on the command line, together with them: Abseil alone would keep only the last.
+TEST(ServerTables, TablesInAFlagfileAreServedWithThoseOnTheCommandLine) {
+  testing::TempDir dir;
+  const std::string a = testing::RandomRows(DataType::kFloat32, 40 * 8, 5);
+  const std::string b = testing::RandomRows(DataType::kFloat32, 30 * 4, 6);
+  ASSERT_TRUE(testing::WriteFile(dir.File("a.npy"), testing::NpyFile("<f4", {40, 8}, a)).ok());
+  ASSERT_TRUE(testing::WriteFile(dir.File("b.npy"), testing::NpyFile("<f4", {30, 4}, b)).ok());
+  ASSERT_TRUE(testing::WriteFile(dir.File("tables.flags"),
+                                 "# tables\n--table=a=" + dir.File("a.npy") + "\n\n")
+                  .ok());
+  auto server = ServerProcess::Start(
+      {"--flagfile=" + dir.File("tables.flags"), "--table=b=" + dir.File("b.npy")});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = client::EmbeddingClient::Connect((*server)->target());
+  for (const auto& [name, data, dim] :
+       {std::tuple<std::string, const std::string*, int64_t>{"a", &a, 8}, {"b", &b, 4}}) {
+    const std::vector<int64_t> ids = {3, 0, 29, 3};
+    auto r = client->LookUp(name, ids, {}, DataType::kFloat32, kTimeout);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status();
+    std::string want(ids.size() * dim * 4, '\0');
+    kernels::CpuGather(reinterpret_cast<const std::byte*>(data->data()), DataType::kFloat32, dim,
+                       ids, DataType::kFloat32, reinterpret_cast<std::byte*>(want.data()));
+    EXPECT_TRUE(r->data == want) << "table " << name;
+  }
 }
 
 }  // namespace
