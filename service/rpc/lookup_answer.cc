@@ -4,6 +4,7 @@
 
 #include "embedding/v1/embedding_service.pb.h"
 #include "grpcpp/support/slice.h"
+#include "proto/convert/data_type_proto.h"
 
 namespace emb::service {
 namespace {
@@ -28,7 +29,7 @@ grpc::ByteBuffer SerializeLookUpAnswer(std::string rows, absl::Span<const int64_
   }
   embedding::v1::LookUpResponse tail;
   tail.mutable_shape()->Add(shape.begin(), shape.end());
-  tail.set_dtype(static_cast<embedding::v1::DataType>(dtype));
+  tail.set_dtype(ToProto(dtype));
   grpc::Slice slices[3];
   int n = 0;
   if (!head.empty()) {
