@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "proto/convert/data_type_proto.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/lookup_answer.h"
 #include "service/rpc/request_validation.h"
@@ -189,7 +190,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_name(s.name());
     info->set_rows(s.rows());
     info->set_dim(s.dim());
-    info->set_dtype(static_cast<embedding::v1::DataType>(s.dtype()));
+    info->set_dtype(ToProto(s.dtype()));
     info->set_device(s.device());
     info->set_is_default(i == 0);
   }
