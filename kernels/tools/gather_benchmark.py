@@ -11,8 +11,15 @@ is kept busy (torch.cuda._sleep) so that host launch overhead stays off the cloc
 flushed by reading a buffer several times its size, so every case starts cold: the table's rows
 come from HBM once, as the floor counts them.
 
-Needs torch (CUDA), triton for torch.compile; no gRPC. Usage:
-  LD_LIBRARY_PATH=DIR python3 gather_benchmark.py --lib DIR/libemb_gather_capi.so --out bench.md
+Each case is also timed the way kernel leaderboards time it, with triton.testing.do_bench
+(median, L2 flushed between calls by do_bench itself), for ours, eager, torch.compile and, given
+--liger, Liger-Kernel's Triton embedding forward (src/liger_kernel/ops/experimental/embedding.py
+of linkedin/Liger-Kernel: pass the path of a copy kept outside the repository, never committed;
+without it the Liger column says "skipped" and why).
+
+Needs torch (CUDA), triton for torch.compile and do_bench; no gRPC. Usage:
+  LD_LIBRARY_PATH=DIR python3 gather_benchmark.py --lib DIR/libemb_gather_capi.so --out bench.md \
+      [--liger PATH/embedding.py]
 """
 
 import argparse
@@ -26,6 +33,7 @@ import statistics
 import subprocess
 import sys
 import time
+import types
 
 import torch
 import torch._dynamo
@@ -128,6 +136,40 @@ class Timer:
         return statistics.median(s.elapsed_time(e) * 1e3 for s, e in zip(starts, ends))
 
 
+def load_liger(path):
+    """Liger's forward, (weight, ids) -> rows, from a copy of its embedding.py; (None, why) when
+    there is none. Its one import from the rest of Liger (ensure_contiguous) is stubbed."""
+    if not path:
+        return None, "skipped: --liger not given"
+    if not os.path.isfile(path):
+        return None, f"skipped: {path} not found"
+    utils = types.ModuleType("liger_kernel.ops.utils")
+    utils.ensure_contiguous = lambda fn: fn  # the benchmark passes contiguous tensors
+    for name in ("liger_kernel", "liger_kernel.ops"):
+        sys.modules.setdefault(name, types.ModuleType(name))
+    sys.modules["liger_kernel.ops.utils"] = utils
+    namespace = {"__name__": "liger_embedding"}
+    with open(path) as f:
+        exec(compile(f.read(), path, "exec"), namespace)  # noqa: S102 (a local benchmark copy)
+    fn = namespace["LigerEmbeddingFunction"]
+
+    def forward(weight, ids):
+        with torch.no_grad():
+            return fn.apply(weight, ids)
+    return forward, f"Liger-Kernel forward from {path}"
+
+
+def do_bench_us(fn, n_sets):
+    """triton.testing.do_bench's median (it flushes L2 before every call), rotating id sets."""
+    import triton.testing
+    calls = [0]
+
+    def call():
+        fn(calls[0] % n_sets)
+        calls[0] += 1
+    return triton.testing.do_bench(call, return_mode="median") * 1e3
+
+
 def measure_bandwidths(timer):
     n = 1 << 30  # bytes per buffer
     src = torch.empty(n // 4, dtype=torch.float32, device="cuda").uniform_()
@@ -175,7 +217,11 @@ def main():
                     help="skip torch.compile for the remaining cases once compiling took this long")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--no-sweep", action="store_true", help="time only the default variant")
+    ap.add_argument("--liger", default="",
+                    help="path of a copy of Liger-Kernel's ops/experimental/embedding.py")
+    ap.add_argument("--no-do-bench", action="store_true", help="skip the triton do_bench timings")
     args = ap.parse_args()
+    args.liger_fn, liger_note = load_liger(args.liger)
 
     t_start = time.time()
     lib = load_lib(args.lib)
@@ -207,7 +253,7 @@ def main():
         "cuda": torch.version.cuda, "sms": props.multi_processor_count, "l2_bytes": l2_bytes,
         "gather_tuning": {"num_sms": sms.value, "blocks_per_sm": bps.value, "threads_per_block": tpb.value},
         "bandwidth_GBps": bw, "fixed_us": fixed, "reps": args.reps, "id_sets": args.id_sets,
-        "command": " ".join(sys.argv),
+        "command": " ".join(sys.argv), "liger": liger_note,
     }
     print(f"# {meta['gpu']} | torch {meta['torch']} | {smi}", flush=True)
     print(f"# copy {bw['copy_GBps']:.0f} GB/s (read+write), write-only {bw['write_GBps']:.0f} GB/s, "
@@ -311,6 +357,18 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
             row["compile_error"] = repr(e)[:300]
             budget["compile_spent"] = args.compile_budget_s  # don't retry a broken torch.compile
             print(f"torch.compile failed: {row['compile_error']}", flush=True)
+    # The leaderboards' harness: do_bench for ours and each peer, side by side.
+    if not args.no_do_bench:
+        db = {"ours": do_bench_us(ours, args.id_sets),
+              "eager": do_bench_us(lambda i: F.embedding(id_sets[i], weight), args.id_sets)}
+        if row["compile_us"]:
+            db["compile"] = do_bench_us(lambda i: fn(id_sets[i], weight), args.id_sets)
+        if args.liger_fn is not None:
+            got = args.liger_fn(weight, id_sets[0])
+            row["liger_exact"] = bool(torch.equal(got, ref))
+            del got
+            db["liger"] = do_bench_us(lambda i: args.liger_fn(weight, id_sets[i]), args.id_sets)
+        row["do_bench_us"] = db
     # A plain copy moving as many bytes as the floor counts (half read, half written): what
     # any kernel of this size achieves, launch and ramp-up included.
     half = int(floor_bytes // 2) // 16 * 4
@@ -373,6 +431,7 @@ def render_markdown(meta, results, t_start):
                      "[-nocap]), time / best-per-case: geomean, max. Best ten: "
                      + "; ".join(f"{k} {score[k][0]:.3f} {score[k][1]:.3f}" for k in ranked[:10]))
         lines.append("Worst five: " + "; ".join(f"{k} {score[k][0]:.3f}" for k in ranked[-5:]))
+    lines += render_do_bench(meta, results)
     worst = max(results, key=lambda r: r["ours_over_floor"]) if results else None
     if worst:
         lines.append("")
@@ -384,6 +443,34 @@ def render_markdown(meta, results, t_start):
                      f"ours/copy {geomean(r['ours_us'] / r['same_bytes_copy_us'] for r in results):.3f}, "
                      f"eager/ours {geomean(r['eager_us'] / r['ours_us'] for r in results):.3f}.")
     return "\n".join(lines)
+
+
+def render_do_bench(meta, results):
+    rows = [r for r in results if r.get("do_bench_us")]
+    if not rows:
+        return []
+    lines = ["", "triton.testing.do_bench (median, L2 flushed by do_bench), us. Liger: "
+             f"{meta.get('liger', 'n/a')}. best peer = the fastest of eager, compile and Liger.", "",
+             "| case | ours | eager | compile | Liger | best peer | ours/best peer | floor | ours/floor |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    ratios, floors, wins = [], [], 0
+    for r in rows:
+        db = r["do_bench_us"]
+        peers = {k: v for k, v in db.items() if k != "ours"}
+        best = min(peers, key=peers.get)
+        ratio = db["ours"] / peers[best]
+        ratios.append(ratio)
+        floors.append(db["ours"] / r["floor_us"])
+        wins += ratio < 1
+        cell = lambda k: f"{db[k]:.1f}" if k in db else "n/a"  # noqa: E731
+        lines.append(f"| {r['case']} | {db['ours']:.1f} | {cell('eager')} | {cell('compile')} | "
+                     f"{cell('liger')}{'' if r.get('liger_exact', True) else ' (NOT exact)'} | "
+                     f"{best} {peers[best]:.1f} | {ratio:.3f} | {r['floor_us']:.1f} | "
+                     f"{db['ours'] / r['floor_us']:.3f} |")
+    lines.append("")
+    lines.append(f"do_bench: ours faster than the best peer in {wins}/{len(rows)} cases; geomean "
+                 f"ours/best peer {geomean(ratios):.3f}, ours/floor {geomean(floors):.3f}.")
+    return lines
 
 
 def geomean(xs):
