@@ -75,7 +75,7 @@ __attribute__((visibility("default"))) int emb_gather(const void* d_table, int t
 // emb_gather for launch-shape experiments: a grid cap other than the default (0 keeps it; see
 // GatherLaunchShape::max_blocks in gather_dispatch.h for what -k and > 0 mean on each path), and a
 // kernel variant other than the default (variant < 0 keeps the default, GatherVariant{}: the
-// dispatcher's rule): bits 0-1 the unroll level (0..2), bit 2 interleaved (1) or one span per block
+// dispatcher's rule): bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block
 // (0), bit 3 plain (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last
 // policy (1), bits 5-6 the path: 0 kUnits, 2 kRowOwners, 3 kAuto (with the other bits as given;
 // 1, the removed bulk-rows path, is invalid). See GatherVariantFromBits.

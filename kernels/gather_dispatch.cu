@@ -56,7 +56,8 @@ void ForEachLevel(F&& f) {
   f(In{}, Out{}, std::integral_constant<int, kN>{}, std::integral_constant<int, 0>{});
   f(In{}, Out{}, std::integral_constant<int, kN>{}, std::integral_constant<int, 1>{});
   f(In{}, Out{}, std::integral_constant<int, kN>{}, std::integral_constant<int, 2>{});
-  static_assert(kUnrollLevels == 3);
+  f(In{}, Out{}, std::integral_constant<int, kN>{}, std::integral_constant<int, 3>{});
+  static_assert(kUnrollLevels == 4);
 }
 
 template <typename In, typename Out, typename F>
@@ -175,6 +176,8 @@ cudaError_t LaunchUnits(const GatherLaunchShape& shape, const void* d_table, int
       return LaunchUnrolled<In, Out, kN, 1>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
     case 2:
       return LaunchUnrolled<In, Out, kN, 2>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
+    case 3:
+      return LaunchUnrolled<In, Out, kN, 3>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
   }
   return cudaErrorInvalidValue;
 }

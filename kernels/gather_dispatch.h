@@ -15,7 +15,7 @@ namespace emb::kernels {
 // Threads per block of the gather kernels.
 inline constexpr int kGatherBlockThreads = 256;
 // GatherVariant::unroll_level is in [0, kGatherUnrollLevels).
-inline constexpr int kGatherUnrollLevels = 3;
+inline constexpr int kGatherUnrollLevels = 4;
 
 // Which kernel does a gather.
 enum class GatherPath : int {
@@ -37,8 +37,8 @@ enum class GatherPath : int {
 // default.
 struct GatherVariant {
   GatherPath path = GatherPath::kAuto;
-  // kUnits: units in flight per thread: 1, 2, 4 (16-byte units) or 2, 4, 8 (narrower) at levels
-  // 0, 1, 2. kRowOwners: table rows per block:
+  // kUnits: units in flight per thread: 1, 2, 4, 8 (16-byte units) or 2, 4, 8, 16 (narrower) at
+  // levels 0 to 3. kRowOwners: table rows per block:
   // 1/4, 1/2 or 1 times the dispatcher's bytes-read estimate (within the shared memory limit).
   int unroll_level = 1;
   bool interleaved = true;       // kUnits: the grid sweeps the answer front to back; else spans
@@ -73,7 +73,7 @@ struct GatherTuning;  // embedding_lookup.h
 GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning);
 
 // The variant that a benchmark's bits name (kernels/tools/gather_benchmark.py, emb_gather_ex):
-// bits 0-1 the unroll level (0..2), bit 2 interleaved (1) or one span per block (0), bit 3 plain
+// bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block (0), bit 3 plain
 // (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last policy (1), bits
 // 5-6 the path: 0 kUnits, 2 kRowOwners, 3 kAuto (1 was the removed bulk-rows path). False, and
 // *variant untouched, for bits that name no variant.

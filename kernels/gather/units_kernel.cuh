@@ -20,13 +20,18 @@ inline constexpr int kBlockThreads = 256;
 // Resident blocks per multiprocessor that a kernel is compiled to fit (__launch_bounds__), so
 // that the launcher knows the size of a resident wave without asking: 8 (2048 threads, the
 // sm_80/sm_90 maximum, so at most 32 registers) for up to 32 bytes in flight per thread over at
-// most 4 loads; else 6 (at most 40 registers).
+// most 4 loads; 6 (at most 40 registers) for up to 64 bytes over at most 8 loads; else 4 (at most
+// 64 registers), for the deepest level.
 template <int kUnroll, int kUnitBytes>
-inline constexpr int kMinBlocksPerSm = (kUnroll <= 4 && kUnroll * kUnitBytes <= 32) ? 8 : 6;
+inline constexpr int kMinBlocksPerSm = (kUnroll <= 4 && kUnroll * kUnitBytes <= 32)   ? 8
+                                       : (kUnroll <= 8 && kUnroll * kUnitBytes <= 64) ? 6
+                                                                                      : 4;
 
-// The unrolls (units in flight per thread) instantiated for a unit size, by unroll level 0..2:
-// 16-byte units take 1, 2 or 4; narrower ones 2, 4 or 8.
-inline constexpr int kUnrollLevels = 3;
+// The unrolls (units in flight per thread) instantiated for a unit size, by unroll level 0..3:
+// 16-byte units take 1, 2, 4 or 8; narrower ones 2, 4, 8 or 16. Level 3 keeps the most bytes in
+// flight per thread (the memory-level parallelism of Liger's large 2-D tiles) at a lower
+// occupancy.
+inline constexpr int kUnrollLevels = 4;
 template <int kUnitBytes>
 constexpr int UnrollAt(int level) {
   return kUnitBytes >= 16 ? (1 << level) : (2 << level);

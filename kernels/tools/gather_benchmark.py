@@ -46,7 +46,7 @@ DTYPES = {"float32": (torch.float32, 1), "float16": (torch.float16, 2), "bfloat1
 # interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
 # 2 row owners; row owners ignore bit 2; 1 was the bulk-rows path, since removed).
 UNITS, OWNERS = 0, 64
-VARIANTS = ([v for v in range(32) if (v & 3) < 3]
+VARIANTS = ([v for v in range(32)]
             + [OWNERS + v for v in range(32) if (v & 3) < 3 and not v & 4])
 PATH_NAMES = {1: "units", 3: "owners"}
 

@@ -360,7 +360,7 @@ TEST(GatherVariantBits, NameEveryVariantAndNothingElse) {
   ASSERT_TRUE(GatherVariantFromBits(96 + 8, &v));
   EXPECT_EQ(v.path, GatherPath::kAuto);
   EXPECT_FALSE(v.streaming_stores);
-  for (int bad : {-1, 3, 32, 33, 128}) {  // unroll level 3, the removed bulk path, out of range
+  for (int bad : {-1, 32, 33, 128}) {  // the removed bulk path, out of range
     EXPECT_FALSE(GatherVariantFromBits(bad, &v)) << bad;
   }
 }
@@ -419,6 +419,8 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              // kUnits
                              0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 18, 20, 21, 22, 24, 25,
                              26, 28, 29, 30,
+                             // kUnits, unroll level 3 (8 or 16 units in flight per thread)
+                             3, 7, 15, 23, 31,
                              // kRowOwners
                              64, 65, 66, 72, 73, 74, 80, 81, 82, 88, 89, 90,
                              // kAuto
