@@ -7,6 +7,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -25,8 +26,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "client/bench.h"
+#include "client/bench/ghz_config.h"
 #include "client/embedding_client.h"
 #include "kernels/data_type.h"
 
@@ -97,6 +100,14 @@ ABSL_FLAG(std::string, id_distribution, "uniform",
 ABSL_FLAG(double, zipf_exponent, 1.0, "bench: exponent s of --id_distribution=zipf.");
 ABSL_FLAG(uint64_t, seed, 1, "bench: seed of the id generator.");
 ABSL_FLAG(bool, json, false, "bench: print one JSON object instead of text.");
+ABSL_FLAG(std::string, config, "",
+          "bench: a ghz config file (JSON, deploy/loadtest/): its call data, concurrency, "
+          "connections, rps, total or duration, timeout, max-recv-message-size and host; flags "
+          "given on the command line override it, as in ghz.");
+ABSL_FLAG(
+    std::string, max_recv_message_size, "",
+    "bench: largest answer accepted, e.g. 4194304, 64MB or 64MiB; larger answers fail "
+    "with RESOURCE_EXHAUSTED. Empty: no limit (with --config: the file's, else ghz's 4 MiB).");
 
 namespace emb::client {
 namespace {
@@ -282,7 +293,30 @@ int HealthCommand(EmbeddingClient& client, const std::vector<std::string>& args)
   return *status == "SERVING" ? 0 : 2;
 }
 
-int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions> tls) {
+// The names of the flags that `argv` sets ("--name", "--name=value", "-name", "--noname"), up to
+// a "--"; read before parsing, so that a config file does not override a flag set to its default.
+std::set<std::string> FlagsOnCommandLine(int argc, char** argv) {
+  std::set<std::string> names;
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") {
+      break;
+    }
+    if (!absl::ConsumePrefix(&arg, "-")) {
+      continue;
+    }
+    absl::ConsumePrefix(&arg, "-");
+    const std::string name(arg.substr(0, arg.find('=')));
+    names.insert(name);
+    if (absl::StartsWith(name, "no")) {
+      names.insert(name.substr(2));  // --noblocking sets "blocking"
+    }
+  }
+  return names;
+}
+
+int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions> tls,
+                 const std::set<std::string>& flags_given) {
   if (!args.empty()) {
     return Fail("bench", absl::InvalidArgumentError("takes no arguments, only flags"));
   }
@@ -313,6 +347,22 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
     return Fail("bench", dtype.status());
   }
   config.dtype = *dtype;
+  if (const std::string size = absl::GetFlag(FLAGS_max_recv_message_size); !size.empty()) {
+    absl::StatusOr<int64_t> bytes = ParseByteSize(size);
+    if (!bytes.ok()) {
+      return Fail("bench", bytes.status());
+    }
+    config.max_recv_message_bytes = *bytes;
+  }
+  if (const std::string path = absl::GetFlag(FLAGS_config); !path.empty()) {
+    absl::StatusOr<GhzConfig> file = ReadGhzConfig(path);
+    if (!file.ok()) {
+      return Fail("bench", file.status());
+    }
+    if (absl::Status s = ApplyGhzConfig(*file, flags_given, &config); !s.ok()) {
+      return Fail("bench", s);
+    }
+  }
   absl::StatusOr<BenchReport> report = RunBench(config);
   if (!report.ok()) {
     return Fail("bench", report.status());
@@ -331,6 +381,7 @@ int Main(int argc, char** argv) {
   };
   usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
   absl::SetFlagsUsageConfig(usage_config);
+  const std::set<std::string> flags_given = FlagsOnCommandLine(argc, argv);
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() < 2) {
     std::cerr << kUsage;
@@ -343,7 +394,7 @@ int Main(int argc, char** argv) {
     return Fail(command, tls.status());
   }
   if (command == "bench") {
-    return BenchCommand(args, *std::move(tls));
+    return BenchCommand(args, *std::move(tls), flags_given);
   }
   std::unique_ptr<EmbeddingClient> client =
       EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);

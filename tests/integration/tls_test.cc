@@ -244,6 +244,29 @@ TEST_F(MutualTlsTest, LoadGeneratorRunsWithAClientCertificate) {
   EXPECT_EQ(report->codes, (std::map<std::string, int64_t>{{"OK", 100}}));
 }
 
+// A receive limit gives the load generator channels of its own (bench.cc's MakeChannel): they
+// speak mutual TLS too, and the limit holds on them.
+TEST_F(MutualTlsTest, LoadGeneratorWithAReceiveLimitRunsWithAClientCertificate) {
+  client::BenchConfig config;
+  config.target = server_->target();
+  config.tls = Tls(*certs_, "ca.pem", "client");
+  config.connections = 2;
+  config.requests = 50;
+  config.warmup = absl::ZeroDuration();
+  config.timeout = kTimeout;
+  config.call_data = {R"({"ids": ["{{randomInt 0 10}}", "3"], "dtype": "DATA_TYPE_FLOAT16"})"};
+  config.max_recv_message_bytes = 1 << 20;
+  auto report = client::RunBench(config);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->codes, (std::map<std::string, int64_t>{{"OK", 50}}));
+  EXPECT_EQ(report->ok_ids, 50 * 2);
+  EXPECT_EQ(report->payload_bytes, 50 * 2 * report->dim * 2);  // float16, as the data says
+  config.max_recv_message_bytes = 16;                          // smaller than any answer
+  report = client::RunBench(config);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->codes, (std::map<std::string, int64_t>{{"RESOURCE_EXHAUSTED", 50}}));
+}
+
 TEST_F(MutualTlsTest, StartUpLogSaysMutualTls) {
   EXPECT_THAT(server_->log(), HasSubstr("gRPC port: mutual TLS (certificate /CN=localhost from " +
                                         certs_->Path("server.pem") +

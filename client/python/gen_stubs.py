@@ -1,0 +1,71 @@
+"""Generates the Python gRPC stubs of proto/embedding/v1 with protoc and grpc_python_plugin.
+
+Used by setup.py when the package is built, and by scripts/gen-python-stubs (stubs to ship to a
+host without protoc, e.g. the GPU host). Needs `protoc` and `grpc_python_plugin` on PATH
+(Debian: protobuf-compiler, protobuf-compiler-grpc).
+
+    python3 client/python/gen_stubs.py OUT_DIR [--proto-root DIR]
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+
+PROTO = "embedding/v1/embedding_service.proto"
+# The repository's proto/ folder, seen from client/python/.
+DEFAULT_PROTO_ROOT = os.path.normpath(
+    os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto"))
+
+
+def proto_root():
+    """$EMB_PROTO_ROOT, else the repository's proto/ folder."""
+    return os.environ.get("EMB_PROTO_ROOT", DEFAULT_PROTO_ROOT)
+
+
+def generate(root, out_dir):
+    """Writes embedding/__init__.py, embedding/v1/__init__.py and the two stub modules of
+    `root`/embedding/v1/embedding_service.proto under `out_dir`; returns their paths.
+    Raises RuntimeError naming what is missing or what protoc said."""
+    source = os.path.join(root, PROTO)
+    if not os.path.isfile(source):
+        raise RuntimeError("no %s (set EMB_PROTO_ROOT to the repository's proto/ folder)" % source)
+    protoc = shutil.which("protoc")
+    plugin = shutil.which("grpc_python_plugin")
+    if protoc is None or plugin is None:
+        raise RuntimeError("protoc and grpc_python_plugin must be on PATH "
+                           "(Debian: protobuf-compiler, protobuf-compiler-grpc)")
+    os.makedirs(out_dir, exist_ok=True)
+    result = subprocess.run(
+        [protoc, "-I" + root, "--python_out=" + out_dir, "--grpc_out=" + out_dir,
+         "--plugin=protoc-gen-grpc=" + plugin, source],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    if result.returncode != 0:
+        raise RuntimeError("protoc failed: " + result.stdout)
+    written = []
+    for package in ("embedding", os.path.join("embedding", "v1")):
+        init = os.path.join(out_dir, package, "__init__.py")
+        open(init, "a").close()
+        written.append(init)
+    for module in ("embedding_service_pb2.py", "embedding_service_pb2_grpc.py"):
+        written.append(os.path.join(out_dir, "embedding", "v1", module))
+    return written
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out_dir")
+    parser.add_argument("--proto-root", default=None, help="default: $EMB_PROTO_ROOT or proto/")
+    args = parser.parse_args()
+    try:
+        generate(args.proto_root or proto_root(), args.out_dir)
+    except RuntimeError as e:
+        print("gen_stubs: %s" % e, file=sys.stderr)
+        return 1
+    print(args.out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

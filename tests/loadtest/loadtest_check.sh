@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Runs one ghz scenario of deploy/loadtest/, scaled down to a few calls, through
+# `embedding-client bench --config` against the real server (the default 100000 x 128 demo table)
+# on loopback: every call is OK and the answers have the scenario's dtype. Large scenarios also
+# run under a receive limit smaller than their answers, which must fail them all with
+# RESOURCE_EXHAUSTED (the limit is applied). `ramp` runs through deploy/loadtest/ramp.
+#   loadtest_check.sh SERVER CLIENT SCENARIO.json [REQUESTS]
+source "$(dirname "$0")/../tools/lib.sh"
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SERVER=$1 CLIENT=$2 FILE=$3 REQUESTS=${4:-64}
+name=$(basename "$FILE" .json)
+start_server "$SERVER" --drain_seconds=0
+target=127.0.0.1:$GRPC_PORT
+
+if [[ $name == ramp ]]; then
+  "$ROOT/deploy/loadtest/ramp" --config "$FILE" --seconds 0.25 --bench "$CLIENT" "$target" 40 80 \
+    >"$WORK/ramp.txt" || { cat "$WORK/ramp.txt"; fail "ramp failed"; }
+  cat "$WORK/ramp.txt"
+  /usr/bin/python3 - "$WORK/ramp.txt" <<'PY' || fail "ramp output is wrong (above)"
+import sys
+lines = open(sys.argv[1]).read().split("\n")
+assert lines[0].split() == ["offered", "achieved", "p50_ms", "p99_ms", "failed"], lines[0]
+rows = [l.split() for l in lines[1:] if l.strip()]
+assert [r[0] for r in rows] == ["40", "80"], rows
+for offered, achieved, p50, p99, failed in rows:
+    assert int(failed) == 0, rows
+    assert float(achieved) > 0 and 0 < float(p50) <= float(p99), rows
+PY
+  echo "loadtest $name: ramp ran at 40 and 80 req/s, no call failed"
+  exit 0
+fi
+
+case $name in
+  *bfloat16 | *float16) element=2 ;;
+  *) element=4 ;;
+esac
+"$CLIENT" --target="$target" bench --config="$FILE" --requests="$REQUESTS" --json \
+  >"$WORK/report.json" || fail "bench --config $FILE failed"
+/usr/bin/python3 - "$WORK/report.json" "$REQUESTS" "$element" <<'PY' || fail "wrong report for $name"
+import json, sys
+r, n, element = json.load(open(sys.argv[1])), int(sys.argv[2]), int(sys.argv[3])
+assert r["codes"] == {"OK": n} and r["requests"] == n, r
+assert r["rows"] == 100000 and r["dim"] == 128, r
+bytes_per_id = r["payload_mb_per_s"] * 1e6 / r["ids_per_s"]
+assert round(bytes_per_id) == 128 * element, (bytes_per_id, r)
+PY
+if [[ $name == large-* ]]; then
+  "$CLIENT" --target="$target" bench --config="$FILE" --requests=8 --max_recv_message_size=100KB \
+    --json >"$WORK/limited.json" || fail "bench under a receive limit failed"
+  grep -q '"codes":{"RESOURCE_EXHAUSTED":8}' "$WORK/limited.json" ||
+    { cat "$WORK/limited.json"; fail "answers over --max_recv_message_size were not refused"; }
+fi
+echo "loadtest $name: $REQUESTS calls OK, ${element}-byte elements"
