@@ -5,6 +5,7 @@
 
 #include "client/bench/call_data.h"
 #include "client/bench/id_sampler.h"
+#include "proto/convert/data_type_proto.h"
 
 namespace emb::client {
 
@@ -19,8 +20,7 @@ int64_t RequestPoolSize(int64_t ids) {
 absl::StatusOr<std::vector<pb::LookUpRequest>> MakeRequestPool(const BenchConfig& config,
                                                                int64_t num_rows) {
   BenchRng rng(config.seed);
-  const pb::DataType dtype = config.dtype.has_value() ? static_cast<pb::DataType>(*config.dtype)
-                                                      : pb::DATA_TYPE_UNSPECIFIED;
+  const pb::DataType dtype = ToProto(config.dtype);
   std::vector<pb::LookUpRequest> pool;
   if (!config.call_data.empty()) {
     std::vector<CallTemplate> templates;
