@@ -48,7 +48,7 @@ std::vector<std::string> Tokenize(absl::string_view text) {
 
 class ActionParser {
  public:
-  ActionParser(absl::string_view action) : action_(action), tokens_(Tokenize(action)) {}
+  explicit ActionParser(absl::string_view action) : action_(action), tokens_(Tokenize(action)) {}
 
   absl::StatusOr<std::unique_ptr<CallTemplate::Expr>> ParseAction() {
     absl::StatusOr<std::unique_ptr<CallTemplate::Expr>> e = ParseTop();
