@@ -289,10 +289,10 @@ cudaError_t PrepareSmemKernel(const void* kernel, int threads, int64_t dyn_bytes
 // slice of the ids, so over a grid of G groups x S slices that fills the device (G * S ~ the
 // resident blocks T, taken as 2 per multiprocessor) the bytes read are S * table + G * ids * 8 =
 // table * T / G + G * ids * 8, least at G = sqrt(table * T / (ids * 8)): rows per block R =
-// sqrt(num_rows * ids * 8 / (T * row_bytes)). unroll_level 0, 1, 2 scales that by 1/4, 1/2 or 1
-// (the H200 sweep measured 1/2 fastest on average for 16 KB rows, 12% faster than 1 at 16 ids a
-// row, 6% slower at 8); the result is kept within kOwnerMaxGroupBytes and the block's opt-in
-// shared memory.
+// sqrt(num_rows * ids * 8 / (T * row_bytes)). unroll_level 0, 1, 2 (and 3) scales that by 1/4,
+// 1/2 or 1 (the first H200 sweep measured 1/2 fastest on average for 16 KB rows; run 22, on the
+// seed cases with ids >= 2 x rows, measured 1/4 fastest on each, which the rule now uses); the
+// result is kept within kOwnerMaxGroupBytes and the block's opt-in shared memory.
 int64_t OwnerRowsPerGroup(const GatherLaunchShape& shape, int64_t num_rows, int64_t row_bytes,
                           int64_t num_ids) {
   const double resident = 2.0 * shape.num_sms;
@@ -456,6 +456,14 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
   switch (ResolveGatherPath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type)) {
     case GatherPath::kRowOwners:
+      if (asked == GatherPath::kAuto) {
+        // The rule's row-owners launch: groups of a quarter of the bytes-read optimum (unroll
+        // level 0), which the H200 sweep of run 22 measured fastest for every table it serves
+        // (1% to 6% faster than a half: docs/benchmarks.md).
+        GatherLaunchShape owners = shape;
+        owners.variant.unroll_level = 0;
+        return LaunchRowOwners(owners, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
+      }
       return LaunchRowOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
     case GatherPath::kAuto:
     case GatherPath::kUnits:
