@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstring>
 #include <optional>
+#include <system_error>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -58,7 +59,13 @@ class TableUpload {
     std::vector<std::thread> threads;
     threads.reserve(readers_.size());
     for (Reader& reader : readers_) {
-      threads.emplace_back([this, &reader] { Read(reader); });
+      try {
+        threads.emplace_back([this, &reader] { Read(reader); });
+      } catch (const std::system_error& e) {  // the readers already started end and are joined
+        Fail(absl::ResourceExhaustedError(absl::StrCat("cannot start a thread to read table '",
+                                                       source_.name(), "': ", e.what())));
+        break;
+      }
     }
     for (std::thread& t : threads) {
       t.join();
