@@ -210,7 +210,10 @@ TEST_F(GpuStoreTest, ParallelLoadWithUnevenChunksGivesTheCpuStoresRows) {
         EXPECT_EQ(stats.chunk_bytes, plan.chunk_bytes);
         EXPECT_GT(stats.seconds, 0);
         EXPECT_GT(stats.read_seconds, 0);
-        EXPECT_GT(stats.copy_seconds, 0);
+        if (source->bytes() > 1000000) {  // a few KB may copy within the events' resolution
+          EXPECT_GT(stats.copy_seconds, 0);
+        }
+        EXPECT_LE(stats.read_seconds, stats.seconds);
         EXPECT_EQ(CompareAllRows(**gpu, **cpu, t.rows), "")
             << DataTypeName(t.type) << " " << t.rows << " x " << t.dim << ", " << readers
             << " readers, chunk " << chunk << " (" << plan.chunks << " chunks)";
