@@ -3,16 +3,19 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
+#include <system_error>
+#include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_status.h"
+#include "service/common/log.h"
 #include "service/common/status_macros.h"
 
 namespace emb::service {
 namespace {
-
-constexpr size_t kStagingChunkBytes = size_t{64} << 20;
 
 // Bytes of GPU memory the batch buffers of `slots` slots take besides the table.
 size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
@@ -20,6 +23,196 @@ size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
                           (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
   return per_slot * static_cast<size_t>(slots);
 }
+
+// One table's upload (GpuStore::Load): plan.readers threads take chunks from a cursor in file
+// order, each pread()ing into its own two pinned staging buffers in turn and issuing the chunk's
+// copy on the one upload stream, between two timing events; before a buffer is read into again,
+// its reader waits for its last copy and adds that copy's time. The first failure stops the
+// cursor, so that the other readers end after their current chunk. Run() returns once every
+// reader has ended and the stream is synchronized, failure or not, so the staging buffers (freed
+// with this object) are no longer read by any copy.
+class TableUpload {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // The first failure: a CUDA error (`cuda`, `what`) for the store to Check (and so report a lost
+  // device), or any other status.
+  struct Failure {
+    absl::Status status;
+    cudaError_t cuda = cudaSuccess;
+    const char* what = "";
+  };
+
+  // `source`, `d_table` and `stream` must outlive the upload.
+  TableUpload(const TableSource& source, const LoadPlan& plan, int device, std::byte* d_table,
+              cudaStream_t stream, Clock::time_point start)
+      : source_(source),
+        plan_(plan),
+        device_(device),
+        d_table_(d_table),
+        stream_(stream),
+        start_(start),
+        cursor_(plan.chunks),
+        readers_(static_cast<size_t>(plan.readers)) {}
+
+  void Run() {
+    std::vector<std::thread> threads;
+    threads.reserve(readers_.size());
+    for (Reader& reader : readers_) {
+      try {
+        threads.emplace_back([this, &reader] { Read(reader); });
+      } catch (const std::system_error& e) {  // the readers already started end and are joined
+        Fail(absl::ResourceExhaustedError(absl::StrCat("cannot start a thread to read table '",
+                                                       source_.name(), "': ", e.what())));
+        break;
+      }
+    }
+    for (std::thread& t : threads) {
+      t.join();
+    }
+    synced_ = cudaStreamSynchronize(stream_);
+  }
+
+  Failure failure() const {
+    absl::MutexLock lock(&failure_mu_);
+    return failure_;
+  }
+  cudaError_t synced() const { return synced_; }
+  // After a Run() without failure: the seconds in which some reader was inside a read.
+  double ReadSeconds() const {
+    std::vector<std::pair<double, double>> reads;
+    for (const Reader& reader : readers_) {
+      reads.insert(reads.end(), reader.reads.begin(), reader.reads.end());
+    }
+    return BusySeconds(std::move(reads));
+  }
+  // After a Run() without failure: the copies' device time, summed into *seconds.
+  cudaError_t CopySeconds(double* seconds) {
+    for (Reader& reader : readers_) {
+      for (Staging& staging : reader.staging) {
+        if (cudaError_t e = staging.CountCopy(); e != cudaSuccess) {
+          return e;
+        }
+        *seconds += staging.copy_seconds;
+      }
+    }
+    return cudaSuccess;
+  }
+
+ private:
+  struct Staging {
+    kernels::PinnedBuffer<std::byte> h_chunk;
+    kernels::CudaEvent copy_start, copy_end;  // around the last copy from h_chunk
+    bool copying = false;                     // a copy was issued and not yet counted
+    double copy_seconds = 0;                  // of the copies counted so far
+
+    // Waits for the last copy from h_chunk, if any, and adds its time.
+    cudaError_t CountCopy() {
+      if (!copying) {
+        return cudaSuccess;
+      }
+      if (cudaError_t e = cudaEventSynchronize(copy_end.get()); e != cudaSuccess) {
+        return e;
+      }
+      float ms = 0;
+      if (cudaError_t e = cudaEventElapsedTime(&ms, copy_start.get(), copy_end.get());
+          e != cudaSuccess) {
+        return e;
+      }
+      copy_seconds += ms / 1e3;
+      copying = false;
+      return cudaSuccess;
+    }
+  };
+  struct Reader {
+    Staging staging[kStagingBuffersPerReader];
+    std::vector<std::pair<double, double>> reads;  // [start, end) of each read, in seconds
+  };
+
+  void Fail(absl::Status status, cudaError_t cuda = cudaSuccess, const char* what = "") {
+    cursor_.Stop();
+    absl::MutexLock lock(&failure_mu_);
+    if (failure_.status.ok() && failure_.cuda == cudaSuccess) {
+      failure_ = Failure{std::move(status), cuda, what};
+    }
+  }
+  void FailCuda(cudaError_t e, const char* what) { Fail(absl::OkStatus(), e, what); }
+
+  double Since(Clock::time_point t) const {
+    return std::chrono::duration<double>(t - start_).count();
+  }
+
+  // One reader thread: the staging buffers are allocated here, so that the first reads start
+  // while the other readers still allocate theirs.
+  void Read(Reader& reader) {
+    if (cudaError_t e = cudaSetDevice(device_); e != cudaSuccess) {
+      return FailCuda(e, "cudaSetDevice");
+    }
+    for (Staging& staging : reader.staging) {
+      auto h_chunk = kernels::PinnedBuffer<std::byte>::Allocate(plan_.chunk_bytes);
+      auto copy_start = kernels::CudaEvent::Create(/*timing=*/true);
+      auto copy_end = kernels::CudaEvent::Create(/*timing=*/true);
+      for (const absl::Status* s : {&h_chunk.status(), &copy_start.status(), &copy_end.status()}) {
+        if (!s->ok()) {
+          return Fail(*s);
+        }
+      }
+      staging.h_chunk = *std::move(h_chunk);
+      staging.copy_start = *std::move(copy_start);
+      staging.copy_end = *std::move(copy_end);
+    }
+    for (size_t turn = 0;; ++turn) {
+      const std::optional<size_t> chunk = cursor_.Next();
+      if (!chunk.has_value()) {
+        return;
+      }
+      Staging& staging = reader.staging[turn % kStagingBuffersPerReader];
+      if (cudaError_t e = staging.CountCopy(); e != cudaSuccess) {
+        return FailCuda(e, "table upload");
+      }
+      const size_t offset = plan_.ChunkOffset(*chunk);
+      const size_t size = plan_.ChunkSize(*chunk);
+      const Clock::time_point read_start = Clock::now();
+      if (absl::Status s = source_.Read(offset, absl::MakeSpan(staging.h_chunk.data(), size));
+          !s.ok()) {
+        return Fail(std::move(s));
+      }
+      reader.reads.emplace_back(Since(read_start), Since(Clock::now()));
+      if (cudaError_t e = IssueCopy(staging, offset, size); e != cudaSuccess) {
+        return FailCuda(e, "table upload");
+      }
+    }
+  }
+
+  // Enqueues the copy of staging.h_chunk[0, size) to d_table_ + offset between the staging's
+  // timing events. Under issue_mu_, so that no other copy comes between the events.
+  cudaError_t IssueCopy(Staging& staging, size_t offset, size_t size) {
+    absl::MutexLock lock(&issue_mu_);
+    if (cudaError_t e = cudaEventRecord(staging.copy_start.get(), stream_); e != cudaSuccess) {
+      return e;
+    }
+    if (cudaError_t e = cudaMemcpyAsync(d_table_ + offset, staging.h_chunk.data(), size,
+                                        cudaMemcpyHostToDevice, stream_);
+        e != cudaSuccess) {
+      return e;
+    }
+    staging.copying = true;  // the buffer may be read by the copy from here on
+    return cudaEventRecord(staging.copy_end.get(), stream_);
+  }
+
+  const TableSource& source_;
+  const LoadPlan plan_;
+  const int device_;
+  std::byte* const d_table_;
+  const cudaStream_t stream_;
+  const Clock::time_point start_;
+  ChunkCursor cursor_;
+  std::vector<Reader> readers_;  // each touched only by its thread until Run() returns
+  absl::Mutex issue_mu_;
+  mutable absl::Mutex failure_mu_;
+  Failure failure_ ABSL_GUARDED_BY(failure_mu_);
+  cudaError_t synced_ = cudaSuccess;
+};
 
 }  // namespace
 
@@ -70,32 +263,30 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
 }
 
 absl::Status GpuStore::Load(const TableSource& source) {
+  const auto start = std::chrono::steady_clock::now();
+  const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
+                                 std::thread::hardware_concurrency());
   ASSIGN_OR_RETURN(d_table_, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
-  const size_t chunk = std::min(kStagingChunkBytes, source.bytes());
   ASSIGN_OR_RETURN(kernels::CudaStream stream, kernels::CudaStream::Create());
-  kernels::PinnedBuffer<std::byte> staging[2];
-  kernels::CudaEvent copied[2];
-  for (int i = 0; i < 2; ++i) {
-    ASSIGN_OR_RETURN(staging[i], kernels::PinnedBuffer<std::byte>::Allocate(chunk));
-    ASSIGN_OR_RETURN(copied[i], kernels::CudaEvent::Create(/*timing=*/false));
+  source.AdviseSequential();
+  TableUpload upload(source, plan, device_, d_table_.data(), stream.get(), start);
+  upload.Run();
+  // The readers have ended; the copies they issued are done (or the stream is broken).
+  if (const TableUpload::Failure f = upload.failure(); !f.status.ok() || f.cuda != cudaSuccess) {
+    return f.cuda != cudaSuccess ? Check(f.cuda, f.what) : f.status;
   }
-  // Read chunk k into staging[k % 2] while chunk k - 1 is copied from the other buffer.
-  bool pending[2] = {false, false};
-  int k = 0;
-  for (size_t offset = 0; offset < source.bytes(); offset += chunk, ++k) {
-    const int b = k % 2;
-    const size_t n = std::min(chunk, source.bytes() - offset);
-    if (pending[b]) {
-      RETURN_IF_ERROR(Check(cudaEventSynchronize(copied[b].get()), "staging copy"));
-    }
-    RETURN_IF_ERROR(source.Read(offset, absl::MakeSpan(staging[b].data(), n)));
-    RETURN_IF_ERROR(Check(cudaMemcpyAsync(d_table_.data() + offset, staging[b].data(), n,
-                                          cudaMemcpyHostToDevice, stream.get()),
-                          "table upload"));
-    RETURN_IF_ERROR(Check(cudaEventRecord(copied[b].get(), stream.get()), "cudaEventRecord"));
-    pending[b] = true;
-  }
-  return Check(cudaStreamSynchronize(stream.get()), "table upload");
+  RETURN_IF_ERROR(Check(upload.synced(), "table upload"));
+  double copy_seconds = 0;
+  RETURN_IF_ERROR(Check(upload.CopySeconds(&copy_seconds), "cudaEventElapsedTime"));
+  load_stats_.bytes = source.bytes();
+  load_stats_.readers = plan.readers;
+  load_stats_.chunk_bytes = plan.chunk_bytes;
+  load_stats_.seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  load_stats_.read_seconds = upload.ReadSeconds();
+  load_stats_.copy_seconds = copy_seconds;
+  LogInfo(LoadSummary(name_, load_stats_));
+  return absl::OkStatus();
 }
 
 absl::Status GpuStore::MakeSlots(int count) {

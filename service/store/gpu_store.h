@@ -28,6 +28,7 @@
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
 #include "service/store/embedding_store.h"
+#include "service/store/load_plan.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
 
@@ -35,9 +36,12 @@ namespace emb::service {
 
 class GpuStore final : public EmbeddingStore {
  public:
-  // Copies the table onto GPU `device` through a pinned staging buffer, reading the next chunk
-  // while the last one is copied. RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it
-  // does not fit; INTERNAL with the CUDA error's name for other CUDA failures.
+  // Copies the table onto GPU `device`: options.load_readers threads read chunks of
+  // options.load_chunk_bytes into pinned staging buffers (two each, at most 1 GiB in all) while
+  // the copies of the chunks already read run on one stream; logs the upload's rates (see
+  // LoadSummary). RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it does not fit;
+  // INTERNAL with the CUDA error's name for other CUDA failures, or naming the file and offset of
+  // a failed read. Every reader thread has ended when Create returns.
   static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
                                                           const StoreOptions& options);
   // Waits for the batches in flight, then stops the completion threads.
@@ -50,6 +54,8 @@ class GpuStore final : public EmbeddingStore {
   const std::string& device() const override { return device_name_; }
   int64_t max_batch_ids() const override { return max_batch_ids_; }
   bool asynchronous() const override { return true; }
+  // How the table's upload at Create went.
+  const LoadStats& load_stats() const { return load_stats_; }
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override;
 
@@ -70,6 +76,7 @@ class GpuStore final : public EmbeddingStore {
   };
 
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
+  // Fills d_table_ from `source` and sets load_stats_; see Create.
   absl::Status Load(const TableSource& source);
   absl::Status MakeSlots(int count);
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
@@ -94,6 +101,7 @@ class GpuStore final : public EmbeddingStore {
   const StoreOptions options_;
   kernels::GatherTuning tuning_;
   kernels::DeviceBuffer<std::byte> d_table_;
+  LoadStats load_stats_;
   std::vector<std::unique_ptr<Slot>> slots_;
 
   absl::Mutex mu_;

@@ -24,6 +24,12 @@ struct StoreOptions {
   // mapped pinned memory (one launch, no copies); larger ones copy ids in and rows out with the
   // copy engines.
   size_t zero_copy_max_bytes = 1 << 20;
+  // GPU: threads that read the table file into pinned staging buffers at start-up, each with two
+  // buffers of load_chunk_bytes, while the copies to the device run; 0 picks min(8, hardware
+  // threads). The staging (2 x readers x chunk) stays within 1 GiB whatever the table's size.
+  int load_readers = 0;
+  // GPU: bytes of one read and of one host-to-device copy at start-up; 0 picks 16 MiB.
+  size_t load_chunk_bytes = 0;
   // Called (once, from a store thread) when the device is lost; must not return. The server
   // injects its own (health NOT_SERVING, then exit); tests record the call.
   std::function<void(const std::string& why)> on_device_lost;

@@ -117,6 +117,13 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
   return absl::OkStatus();
 }
 
+void TableSource::AdviseSequential() const {
+  if (fd_ >= 0) {
+    (void)posix_fadvise(fd_, static_cast<off_t>(data_offset_), static_cast<off_t>(bytes()),
+                        POSIX_FADV_SEQUENTIAL);
+  }
+}
+
 absl::StatusOr<std::unique_ptr<HostRows>> TableSource::ReadAll() const {
   ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, HugePageRows::Allocate(bytes(), origin_));
   if (fd_ < 0) {

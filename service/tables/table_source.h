@@ -1,8 +1,8 @@
 // Where a table's rows come from at start-up: a .npy or .safetensors file, or a seeded demo table.
 //
 // Open() reads and checks only the header; the rows are read later by a store, all at once
-// through ReadAll() (CPU) or in chunks through Read() (GPU staging). Thread-compatible; Read() is
-// thread-safe (pread).
+// through ReadAll() (CPU) or in chunks through Read() (GPU staging, from several threads at once).
+// Thread-compatible; Read() and AdviseSequential() are thread-safe (pread, posix_fadvise).
 #ifndef EMB_SERVICE_TABLES_TABLE_SOURCE_H_
 #define EMB_SERVICE_TABLES_TABLE_SOURCE_H_
 
@@ -48,6 +48,10 @@ class TableSource {
 
   // Copies data bytes [offset, offset + dst.size()) into dst. INTERNAL on a read error.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
+
+  // Tells the kernel that the rows will be read once, front to back (more readahead). A hint:
+  // nothing for a demo table, and errors are ignored.
+  void AdviseSequential() const;
 
   // All rows in host memory backed by huge pages where the kernel allows (random row reads then
   // skip most TLB misses): the file is memory-mapped and read once; a demo table is generated.

@@ -3,7 +3,9 @@
 #include "service/store/gpu_store.h"
 
 #include <cuda_runtime_api.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <limits>
 #include <random>
@@ -11,11 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "service/store/cpu_store.h"
+#include "service/store/load_plan.h"
 #include "service/tables/table_source.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
@@ -155,6 +159,112 @@ TEST_F(GpuStoreTest, ManyBatchesInFlightEachGetTheirRows) {
     t.join();
   }
   EXPECT_EQ(wrong.load(), 0);
+}
+
+// Every row of `source` through both stores, as `source`'s own type; "" when they agree.
+std::string CompareAllRows(EmbeddingStore& gpu, EmbeddingStore& cpu, int64_t rows) {
+  std::vector<int64_t> ids(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    ids[static_cast<size_t>(i)] = i;
+  }
+  auto got = Gather(gpu, ids, gpu.dtype());
+  auto want = Gather(cpu, ids, cpu.dtype());
+  if (!got.ok() || !want.ok()) {
+    return absl::StrCat("gather failed: gpu ", got.status().ToString(), ", cpu ",
+                        want.status().ToString());
+  }
+  if (*got != *want) {
+    const auto diff = std::mismatch(got->begin(), got->end(), want->begin()).first;
+    return absl::StrCat("first difference at byte ", diff - got->begin(), " of ", got->size());
+  }
+  return "";
+}
+
+// Several readers and chunks that divide neither the rows nor the table: many chunks, a partial
+// last one, chunk edges inside elements; the upload must land every byte where the CPU store has
+// it.
+TEST_F(GpuStoreTest, ParallelLoadWithUnevenChunksGivesTheCpuStoresRows) {
+  StoreOptions options;
+  options.max_batch_ids = 4096;
+  options.inflight_batches = 1;
+  struct Table {
+    DataType type;
+    int64_t rows, dim;
+  };
+  for (const Table& t : {Table{DataType::kFloat32, 1000, 300}, Table{DataType::kFloat16, 777, 3},
+                         Table{DataType::kBFloat16, 2001, 5}}) {
+    auto source = RandomTable(t.type, t.rows, t.dim);
+    auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+    ASSERT_THAT(cpu.status(), IsOk());
+    for (int readers : {1, 3, 8}) {
+      for (size_t chunk : {size_t{4099}, size_t{65543}, size_t{0}}) {
+        options.load_readers = readers;
+        options.load_chunk_bytes = chunk;
+        auto gpu = GpuStore::Create(*source, 0, options);
+        ASSERT_THAT(gpu.status(), IsOk());
+        const LoadPlan plan =
+            PlanLoad(source->bytes(), readers, chunk, std::thread::hardware_concurrency());
+        const LoadStats& stats = (*gpu)->load_stats();
+        EXPECT_EQ(stats.bytes, source->bytes());
+        EXPECT_EQ(stats.readers, plan.readers);
+        EXPECT_EQ(stats.chunk_bytes, plan.chunk_bytes);
+        EXPECT_GT(stats.seconds, 0);
+        EXPECT_GT(stats.read_seconds, 0);
+        if (source->bytes() > 1000000) {  // a few KB may copy within the events' resolution
+          EXPECT_GT(stats.copy_seconds, 0);
+        }
+        EXPECT_LE(stats.read_seconds, stats.seconds);
+        EXPECT_EQ(CompareAllRows(**gpu, **cpu, t.rows), "")
+            << DataTypeName(t.type) << " " << t.rows << " x " << t.dim << ", " << readers
+            << " readers, chunk " << chunk << " (" << plan.chunks << " chunks)";
+      }
+    }
+  }
+}
+
+TEST_F(GpuStoreTest, ParallelLoadOfADemoTableGivesTheCpuStoresRows) {
+  auto source = TableSource::Demo("demo", 3000, 17, 5);
+  StoreOptions options;
+  options.max_batch_ids = 4096;
+  options.inflight_batches = 1;
+  options.load_readers = 5;
+  options.load_chunk_bytes = 1001;
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  ASSERT_THAT(cpu.status(), IsOk());
+  EXPECT_EQ(CompareAllRows(**gpu, **cpu, 3000), "");
+}
+
+// The file loses its rows after Open: a reader's pread comes up short. Create returns the read
+// error, with every reader ended (a reader left running would abort the test binary when its
+// std::thread is destroyed) and nothing in flight on the staging buffers it freed.
+TEST_F(GpuStoreTest, FileTruncatedAfterOpenFailsWithReadFailed) {
+  const int64_t rows = 4000;
+  const int64_t dim = 64;
+  const std::string path = dir_.File("cut.npy");
+  ASSERT_THAT(
+      emb::testing::WriteFile(
+          path, emb::testing::NpyFile("<f4", {rows, dim},
+                                      emb::testing::RandomRows(DataType::kFloat32, rows * dim, 3))),
+      IsOk());
+  auto source = TableSource::Open(TableSpec{"t", path, ""});
+  ASSERT_THAT(source.status(), IsOk());
+  ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>((*source)->bytes() / 2)), 0);
+  StoreOptions options;
+  options.max_batch_ids = 64;
+  options.inflight_batches = 1;
+  options.load_readers = 4;
+  options.load_chunk_bytes = 10000;
+  bool lost = false;
+  options.on_device_lost = [&lost](const std::string&) { lost = true; };
+  auto gpu = GpuStore::Create(**source, 0, options);
+  EXPECT_THAT(gpu.status(), StatusIs(absl::StatusCode::kInternal, HasSubstr("read failed")));
+  EXPECT_THAT(std::string(gpu.status().message()), HasSubstr(path));
+  EXPECT_FALSE(lost);
+  // The device is still fine: the next store loads.
+  auto demo = TableSource::Demo("demo", 100, 8, 1);
+  EXPECT_THAT(GpuStore::Create(*demo, 0, options).status(), IsOk());
 }
 
 TEST_F(GpuStoreTest, TableThatDoesNotFitNamesTableNeedAndFree) {

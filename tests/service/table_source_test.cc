@@ -7,6 +7,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -201,6 +202,44 @@ TEST_F(TableSourceTest, ReadPastTheTableIsOutOfRange) {
   std::vector<std::byte> part(8);
   EXPECT_THAT((*source)->Read(12, absl::MakeSpan(part)),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr(Path("t.npy"))));
+}
+
+// GpuStore's readers read disjoint chunks of one source at once, after AdviseSequential().
+TEST_F(TableSourceTest, ConcurrentReadsOfDisjointChunksGiveTheFile) {
+  const std::string data = RandomRows(DataType::kFloat32, 300 * 7, 16);
+  auto source = Open("t.npy", NpyFile("<f4", {300, 7}, data));
+  ASSERT_THAT(source, IsOk());
+  const TableSource& s = **source;
+  s.AdviseSequential();
+  constexpr size_t kChunk = 97;  // divides neither the rows nor the table
+  std::vector<std::byte> out(s.bytes());
+  std::vector<absl::Status> failures(4);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < failures.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t offset = t * kChunk; offset < out.size(); offset += failures.size() * kChunk) {
+        const size_t n = std::min(kChunk, out.size() - offset);
+        if (absl::Status st = s.Read(offset, absl::MakeSpan(out.data() + offset, n)); !st.ok()) {
+          failures[t] = st;
+          return;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  for (const absl::Status& st : failures) {
+    EXPECT_THAT(st, IsOk());
+  }
+  EXPECT_TRUE(Bytes(out) == data);
+}
+
+TEST(TableSourceDemo, AdviseSequentialIsHarmless) {
+  auto source = TableSource::Demo("demo", 10, 3, 7);
+  const std::string before = ReadAll(*source);
+  source->AdviseSequential();
+  EXPECT_TRUE(ReadAll(*source) == before);
 }
 
 // `offset + size` must not wrap around: a wrapped sum would pass the check and read the header.
