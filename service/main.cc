@@ -68,6 +68,9 @@ ABSL_FLAG(int64_t, completion_poll_us, 500,
           "the next one before it sleeps (one thread at a time). Spares a thread wake-up per "
           "batch (tens of microseconds in a VM) for up to one busy core while requests keep "
           "coming; 0: never poll.");
+ABSL_FLAG(int32_t, load_readers, 0,
+          "GPU: threads that read a table file into pinned staging buffers at start-up while the "
+          "copies to the device run; 0 picks min(8, hardware threads).");
 ABSL_FLAG(int64_t, zero_copy_max_bytes, 1 << 20,
           "GPU: a batch whose answer is at most this many bytes runs as one kernel that reads its "
           "ids from and writes its rows to mapped pinned host memory; larger ones copy ids in and "
@@ -188,6 +191,10 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
     return absl::InvalidArgumentError("--zero_copy_max_bytes must not be negative");
   }
   c.store.zero_copy_max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_zero_copy_max_bytes));
+  if (absl::GetFlag(FLAGS_load_readers) < 0) {
+    return absl::InvalidArgumentError("--load_readers must not be negative (0: automatic)");
+  }
+  c.store.load_readers = absl::GetFlag(FLAGS_load_readers);
   c.store.on_device_lost = ExitOnDeviceLoss;
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
