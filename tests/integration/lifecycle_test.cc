@@ -37,7 +37,6 @@ using testing::HealthStatus;
 using testing::HealthWatch;
 using testing::ServerProcess;
 
-
 // The demo table of a server started with --demo_table=1000x64 and the default seed.
 std::string DemoRows(absl::Span<const int64_t> ids) {
   static const auto* table = new testing::DemoTable(1000, 64, 42);
