@@ -11,8 +11,11 @@
 // as gRPC releases one while the next ones are being written), and for BM_PooledPieces the
 // helper threads. Run from the build directory:
 //   service/batch/answer_copy_benchmark --benchmark_min_time=1
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <string>
@@ -31,8 +34,18 @@ const std::byte* Source() {
   return source->data();
 }
 
-void SetCounters(benchmark::State& state, size_t bytes) {
+// Minor page faults of the process so far.
+int64_t MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Bytes per second, and page faults per answer since `faults_before`.
+void SetCounters(benchmark::State& state, size_t bytes, int64_t faults_before) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["faults"] = benchmark::Counter(static_cast<double>(MinorFaults() - faults_before),
+                                                benchmark::Counter::kAvgIterations);
 }
 
 void BM_FreshString(benchmark::State& state) {
@@ -40,6 +53,7 @@ void BM_FreshString(benchmark::State& state) {
   const auto inflight = static_cast<size_t>(state.range(1));
   const char* src = reinterpret_cast<const char*>(Source());
   std::deque<std::string> sent;
+  const int64_t faults = MinorFaults();
   for (auto _ : state) {
     std::string out;
     out.assign(src, bytes);
@@ -49,7 +63,7 @@ void BM_FreshString(benchmark::State& state) {
       sent.pop_front();
     }
   }
-  SetCounters(state, bytes);
+  SetCounters(state, bytes, faults);
 }
 
 void BM_ZeroFilledString(benchmark::State& state) {
@@ -57,6 +71,7 @@ void BM_ZeroFilledString(benchmark::State& state) {
   const auto inflight = static_cast<size_t>(state.range(1));
   const std::byte* src = Source();
   std::deque<std::string> sent;
+  const int64_t faults = MinorFaults();
   for (auto _ : state) {
     std::string out(bytes, '\0');
     std::memcpy(out.data(), src, bytes);
@@ -66,7 +81,7 @@ void BM_ZeroFilledString(benchmark::State& state) {
       sent.pop_front();
     }
   }
-  SetCounters(state, bytes);
+  SetCounters(state, bytes, faults);
 }
 
 void BM_PooledBuffer(benchmark::State& state) {
@@ -75,6 +90,7 @@ void BM_PooledBuffer(benchmark::State& state) {
   const std::byte* src = Source();
   AnswerBufferPool pool;
   std::deque<AnswerBuffer> sent;
+  const int64_t faults = MinorFaults();
   for (auto _ : state) {
     AnswerBuffer out = pool.Acquire(bytes);
     std::memcpy(out.data(), src, bytes);
@@ -84,7 +100,7 @@ void BM_PooledBuffer(benchmark::State& state) {
       sent.pop_front();
     }
   }
-  SetCounters(state, bytes);
+  SetCounters(state, bytes, faults);
   sent.clear();
 }
 
@@ -98,6 +114,7 @@ void BM_PooledPieces(benchmark::State& state) {
   const int pieces = helpers + 1;
   const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
   std::deque<AnswerBuffer> sent;
+  const int64_t faults = MinorFaults();
   for (auto _ : state) {
     AnswerBuffer out = pool.Acquire(bytes);
     threads.Run(pieces, [&](int p) {
@@ -111,7 +128,7 @@ void BM_PooledPieces(benchmark::State& state) {
       sent.pop_front();
     }
   }
-  SetCounters(state, bytes);
+  SetCounters(state, bytes, faults);
   sent.clear();
 }
 
