@@ -1,8 +1,10 @@
 #include "service/batch/batcher.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -46,6 +48,8 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       metrics_(metrics),
       clock_(clock),
       dim_(static_cast<size_t>(store->dim())),
+      answer_pool_(options.answer_pool != nullptr ? options.answer_pool
+                                                  : &AnswerBufferPool::Default()),
       start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
       answerers_(options.answer_threads),
       worker_([this] { Run(); }) {}
@@ -212,21 +216,52 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
       metrics_.copy_out_seconds->Observe(times.copy_out);
     }
   }
-  // Each caller's rows start where the previous caller's end.
+  // Each caller's rows start where the previous caller's end. They are copied in pieces (one per
+  // caller, or up to one per answer thread for a large caller); whichever thread copies a
+  // caller's last piece finishes its call.
+  struct Piece {
+    size_t caller;
+    size_t begin;  // in the caller's answer
+    size_t end;
+  };
   const size_t row_bytes = dim_ * ElementSize(batch.out_type);
-  std::vector<size_t> offsets(batch.entries.size());
+  const size_t workers = static_cast<size_t>(answerers_.threads()) + 1;
+  const size_t n = batch.entries.size();
+  std::vector<size_t> offsets(n);
+  std::vector<Piece> pieces;
+  pieces.reserve(n);
+  auto left = std::make_unique<std::atomic<int>[]>(n);
   size_t offset = 0;
-  for (size_t i = 0; i < batch.entries.size(); ++i) {
-    offsets[i] = offset;
-    offset += batch.entries[i].request.ids.size() * row_bytes;
-  }
-  answerers_.Run(static_cast<int>(batch.entries.size()), [&](int i) {
+  for (size_t i = 0; i < n; ++i) {
     Request& r = batch.entries[i].request;
+    const size_t bytes = status.ok() ? r.ids.size() * row_bytes : 0;
+    offsets[i] = offset;
+    offset += bytes;
     if (status.ok()) {
-      r.out->assign(reinterpret_cast<const char*>(rows.data()) + offsets[i],
-                    r.ids.size() * row_bytes);
+      *r.out = answer_pool_->Acquire(bytes);
     }
-    r.done(status);
+    size_t count = 1;
+    if (options_.answer_piece_bytes > 0 && workers > 1) {
+      count = std::clamp<size_t>(bytes / options_.answer_piece_bytes, 1, workers);
+    }
+    // Piece boundaries on 64-byte lines, so that no two threads write one cache line.
+    const size_t step = (bytes / count + 63) & ~size_t{63};
+    left[i].store(static_cast<int>(count), std::memory_order_relaxed);
+    for (size_t k = 0; k < count; ++k) {
+      pieces.push_back(Piece{i, std::min(k * step, bytes), std::min((k + 1) * step, bytes)});
+    }
+  }
+  answerers_.Run(static_cast<int>(pieces.size()), [&](int p) {
+    const Piece& piece = pieces[static_cast<size_t>(p)];
+    Request& r = batch.entries[piece.caller].request;
+    if (piece.end > piece.begin) {
+      std::memcpy(r.out->data() + piece.begin, rows.data() + offsets[piece.caller] + piece.begin,
+                  piece.end - piece.begin);
+    }
+    // acq_rel: the thread that finishes the call sees the other pieces' bytes.
+    if (left[piece.caller].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      r.done(status);
+    }
   });
   metrics_.answer_seconds->Observe(SecondsSince(start));
   absl::MutexLock lock(&mu_);

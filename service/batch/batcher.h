@@ -7,8 +7,10 @@
 // finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
 // thread: that only enqueues the gather, and saves waking the worker (tens of microseconds).
 // Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
-// batch's ids are concatenated into one int64 tensor and handed to the store; its rows are split
-// back to the callers. Thread-safe.
+// batch's ids are concatenated into one int64 tensor and handed to the store; its rows are copied
+// once, straight from the store's output, into each caller's AnswerBuffer (from a pool: neither
+// zero-filled nor freshly page-faulted), a large caller's in pieces spread over the answer
+// threads. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -17,7 +19,6 @@
 #include <deque>
 #include <functional>
 #include <memory>
-#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -27,6 +28,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/batch/answer_buffer.h"
 #include "service/batch/parallel_for.h"
 #include "service/metrics/metrics.h"
 #include "service/store/embedding_store.h"
@@ -39,6 +41,12 @@ struct BatcherOptions {
   int64_t max_queue_ids = 1 << 20;
   // Threads besides the batch's own that copy rows to the callers and finish their calls.
   int answer_threads = 0;
+  // A caller's rows are copied in up to answer_threads + 1 pieces of at least this many bytes,
+  // in parallel; 0 copies each caller's rows in one piece.
+  size_t answer_piece_bytes = size_t{512} << 10;
+  // Where answer buffers come from; nullptr: AnswerBufferPool::Default(). Must outlive every
+  // answer (gRPC returns the buffers once it has sent them).
+  AnswerBufferPool* answer_pool = nullptr;
 };
 
 // Time source for deadlines and queue waits; tests inject a fake one.
@@ -54,7 +62,7 @@ class Batcher {
   struct Request {
     absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
     DataType out_type = DataType::kFloat32;
-    std::string* out = nullptr;  // set to the rows before `done` runs (on OK); valid until done
+    AnswerBuffer* out = nullptr;  // set to the rows before `done` runs (on OK); valid until done
     absl::Time deadline = absl::InfiniteFuture();
     std::function<bool()> is_cancelled;  // may be empty
     absl::AnyInvocable<void(const absl::Status&)> done;
@@ -99,6 +107,7 @@ class Batcher {
   const TableMetrics metrics_;
   Clock* const clock_;
   const size_t dim_;
+  AnswerBufferPool* const answer_pool_;
   // Whether a request that finds the batcher idle starts its batch on the submitting thread.
   const bool start_when_idle_;
   ParallelFor answerers_;

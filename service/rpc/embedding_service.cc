@@ -115,12 +115,12 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
                                                        const grpc::ByteBuffer* request_bytes,
                                                        grpc::ByteBuffer* response_bytes) {
   // One call's state, alive until its status is sent: the parsed request (the batcher reads its
-  // ids) and the string the batcher writes the rows into.
+  // ids) and the buffer the batcher writes the rows into.
   struct Call {
     LookUpRequest request;
     std::vector<int64_t> shape;
     DataType out_type;
-    std::string rows;
+    AnswerBuffer rows;
   };
   if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
     return reactor;
@@ -147,7 +147,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   }
   call->shape.push_back(store.dim());
   if (request.ids_size() == 0) {
-    *response_bytes = SerializeLookUpAnswer({}, call->shape, call->out_type);
+    *response_bytes = SerializeLookUpAnswer(AnswerBuffer(), call->shape, call->out_type);
     return FinishNow(ctx, absl::OkStatus());
   }
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();

@@ -1,6 +1,6 @@
 #include "service/rpc/lookup_answer.h"
 
-#include <utility>
+#include <string>
 
 #include "embedding/v1/embedding_service.pb.h"
 #include "grpcpp/support/slice.h"
@@ -19,7 +19,7 @@ void AppendVarint(uint64_t v, std::string* out) {
 
 }  // namespace
 
-grpc::ByteBuffer SerializeLookUpAnswer(std::string rows, absl::Span<const int64_t> shape,
+grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64_t> shape,
                                        DataType dtype) {
   // Fields in number order, as protobuf writes them: 1 (embeddings), 2 (shape), 3 (dtype).
   std::string head;
@@ -34,9 +34,9 @@ grpc::ByteBuffer SerializeLookUpAnswer(std::string rows, absl::Span<const int64_
   int n = 0;
   if (!head.empty()) {
     slices[n++] = grpc::Slice(head);
-    auto* owned = new std::string(std::move(rows));
-    slices[n++] = grpc::Slice(
-        owned->data(), owned->size(), [](void* p) { delete static_cast<std::string*>(p); }, owned);
+    const size_t size = rows.size();
+    void* data = rows.data();
+    slices[n++] = grpc::Slice(data, size, &AnswerBuffer::Recycle, rows.ReleaseHandle());
   }
   slices[n++] = grpc::Slice(tail.SerializeAsString());
   return grpc::ByteBuffer(slices, n);

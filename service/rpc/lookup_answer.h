@@ -6,19 +6,20 @@
 #define EMB_SERVICE_RPC_LOOKUP_ANSWER_H_
 
 #include <cstdint>
-#include <string>
 
 #include "absl/types/span.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "kernels/data_type.h"
+#include "service/batch/answer_buffer.h"
 
 namespace emb::service {
 
 // A serialized LookUpResponse { embeddings = rows; shape; dtype } in three slices: the tag and
-// length of `embeddings`, the rows themselves (taken over, not copied: the slice frees them once
-// gRPC has sent them), then `shape` and `dtype`. Parses as the same message as
-// LookUpResponse::SerializeAsString() gives.
-grpc::ByteBuffer SerializeLookUpAnswer(std::string rows, absl::Span<const int64_t> shape,
+// length of `embeddings`, the rows themselves (taken over, not copied: the slice's destroy
+// callback returns the buffer to its pool once gRPC is done with it, on whatever thread that
+// is), then `shape` and `dtype`. Parses as the same message as LookUpResponse::SerializeAsString()
+// gives.
+grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64_t> shape,
                                        DataType dtype);
 
 }  // namespace emb::service

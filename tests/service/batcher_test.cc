@@ -208,7 +208,7 @@ struct Call {
 
   std::vector<int64_t> ids;
   DataType out_type;
-  std::string out;  // the answer; stays empty unless the call succeeds
+  AnswerBuffer out;  // the answer; stays empty unless the call succeeds
   absl::Status status;
   std::atomic<int> done_count{0};
   absl::Notification done;
@@ -709,6 +709,53 @@ TEST_F(BatcherTest, StoreErrorReachesEveryCallerInTheBatch) {
     EXPECT_TRUE(Untouched(*call));
   }
   EXPECT_EQ(table_metrics_.ids->Value(), 0.0);
+}
+
+// --- Answers ------------------------------------------------------------------------------------
+
+TEST_F(BatcherTest, LargeCallersAreCopiedInPiecesOnTheAnswerThreads) {
+  AnswerBufferPool pool;  // outlives the calls' answers
+  BatcherOptions options;
+  options.max_queue_delay = kForever;
+  options.answer_threads = 3;
+  options.answer_piece_bytes = 1024;  // every caller but the 1- and 7-id ones is split
+  options.answer_pool = &pool;
+  Batcher batcher(store_.get(), options, table_metrics_, &clock_);
+  std::vector<std::unique_ptr<Call>> calls;
+  for (DataType type : kAllDataTypes) {
+    for (int64_t n : {1, 7, 300, 999, 64}) {
+      calls.push_back(std::make_unique<Call>(Iota(n, n), type));
+      ASSERT_THAT(batcher.Submit(calls.back()->Request()), IsOk());
+    }
+  }
+  batcher.Shutdown();  // one batch per answer type, five callers each
+  for (const auto& call : calls) {
+    EXPECT_EQ(CheckRows(*call), "")
+        << DataTypeName(call->out_type) << ", " << call->ids.size() << " ids";
+    EXPECT_TRUE(call->out.pooled());
+  }
+  EXPECT_EQ(pool.stats().allocated, static_cast<int64_t>(calls.size()));
+}
+
+TEST_F(BatcherTest, AFinishedAnswersBufferServesTheNextCall) {
+  AnswerBufferPool pool;
+  BatcherOptions options;
+  options.answer_pool = &pool;
+  Batcher batcher(store_.get(), options, table_metrics_, &clock_);
+  const std::byte* first = nullptr;
+  for (int round = 0; round < 3; ++round) {
+    Call call(Iota(round, 500), DataType::kFloat32);
+    ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
+    call.done.WaitForNotification();
+    EXPECT_EQ(CheckRows(call), "");
+    if (round == 0) {
+      first = call.out.data();
+    }
+    EXPECT_EQ(call.out.data(), first) << "round " << round;
+  }  // each call's answer goes back to the pool as the call ends
+  const AnswerBufferPool::Stats s = pool.stats();
+  EXPECT_EQ(s.allocated, 1);
+  EXPECT_EQ(s.reused, 2);
 }
 
 }  // namespace

@@ -1,7 +1,9 @@
 #include "service/rpc/lookup_answer.h"
 
+#include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "embedding/v1/embedding_service.pb.h"
@@ -21,7 +23,17 @@ std::string Flatten(const grpc::ByteBuffer& buffer) {
   return out;
 }
 
+// A pooled answer buffer holding `bytes`.
+AnswerBuffer BufferOf(const std::string& bytes, AnswerBufferPool* pool) {
+  AnswerBuffer b = pool->Acquire(bytes.size());
+  if (!bytes.empty()) {
+    std::memcpy(b.data(), bytes.data(), bytes.size());
+  }
+  return b;
+}
+
 TEST(SerializeLookUpAnswer, ParsesAsTheSameMessageProtobufWouldWrite) {
+  AnswerBufferPool pool;
   std::mt19937 rng(1);
   for (size_t bytes : {size_t{4}, size_t{300}, size_t{1} << 20}) {
     std::string rows(bytes, '\0');
@@ -29,7 +41,8 @@ TEST(SerializeLookUpAnswer, ParsesAsTheSameMessageProtobufWouldWrite) {
       c = static_cast<char>(rng() % 255 + 1);
     }
     const std::vector<int64_t> shape = {2, static_cast<int64_t>(bytes / 8), 2};
-    const grpc::ByteBuffer wire = SerializeLookUpAnswer(rows, shape, DataType::kBFloat16);
+    const grpc::ByteBuffer wire =
+        SerializeLookUpAnswer(BufferOf(rows, &pool), shape, DataType::kBFloat16);
     const std::string flat = Flatten(wire);
 
     embedding::v1::LookUpResponse want;
@@ -48,11 +61,32 @@ TEST(SerializeLookUpAnswer, ParsesAsTheSameMessageProtobufWouldWrite) {
 
 TEST(SerializeLookUpAnswer, EmptyRowsHaveNoEmbeddingsField) {
   const std::vector<int64_t> shape = {0, 8};
-  const std::string flat = Flatten(SerializeLookUpAnswer("", shape, DataType::kFloat32));
+  const std::string flat =
+      Flatten(SerializeLookUpAnswer(AnswerBuffer(), shape, DataType::kFloat32));
   embedding::v1::LookUpResponse want;
   want.mutable_shape()->Add(shape.begin(), shape.end());
   want.set_dtype(embedding::v1::DATA_TYPE_FLOAT32);
   EXPECT_EQ(flat, want.SerializeAsString());
+}
+
+TEST(SerializeLookUpAnswer, SendsTheRowsFromTheBufferAndReturnsItWhenGrpcIsDone) {
+  AnswerBufferPool pool;
+  const std::string rows(3 << 20, 'r');
+  AnswerBuffer buffer = BufferOf(rows, &pool);
+  const std::byte* data = buffer.data();
+  const std::vector<int64_t> shape = {1024, 768};
+  {
+    grpc::ByteBuffer wire = SerializeLookUpAnswer(std::move(buffer), shape, DataType::kFloat32);
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(wire.Dump(&slices).ok());
+    ASSERT_EQ(slices.size(), 3u);
+    EXPECT_EQ(static_cast<const void*>(slices[1].begin()), static_cast<const void*>(data))
+        << "the rows were copied instead of sent from the answer buffer";
+    EXPECT_EQ(slices[1].size(), rows.size());
+    EXPECT_EQ(pool.stats().idle_bytes, 0u) << "returned while gRPC still holds the rows";
+  }
+  EXPECT_EQ(pool.stats().idle_bytes, size_t{4} << 20);  // the 4 MiB class block is back
+  EXPECT_EQ(pool.Acquire(rows.size()).data(), data);
 }
 
 }  // namespace

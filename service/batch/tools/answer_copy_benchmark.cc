@@ -1,0 +1,157 @@
+// answer_copy_benchmark: what the batcher's answer stage costs per caller for the copy of its
+// rows, from the store's output into the memory gRPC sends, by how that memory is got:
+//
+//   BM_FreshString       std::string::assign into a fresh string (the answer path before the
+//                        pool: a fresh multi-MiB allocation, page-faulted in as it is written)
+//   BM_ZeroFilledString  std::string(n, '\0'), then memcpy: zero-fill plus a second write
+//   BM_PooledBuffer      AnswerBufferPool::Acquire + memcpy (uninitialised, reused block)
+//   BM_PooledPieces      as BM_PooledBuffer, the copy split over ParallelFor threads
+//
+// Arguments: answer bytes, answers in flight (each answer is released `inflight` answers later,
+// as gRPC releases one while the next ones are being written), and for BM_PooledPieces the
+// helper threads. Run from the build directory:
+//   service/batch/answer_copy_benchmark --benchmark_min_time=1
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "service/batch/answer_buffer.h"
+#include "service/batch/parallel_for.h"
+
+namespace emb::service {
+namespace {
+
+// The store's output: written once, read by every iteration (as a warm pinned or scratch buffer).
+const std::byte* Source() {
+  static auto* source = new std::vector<std::byte>(size_t{64} << 20, std::byte{0x3c});
+  return source->data();
+}
+
+// Minor page faults of the process so far.
+int64_t MinorFaults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
+
+// Bytes per second, and page faults per answer since `faults_before`.
+void SetCounters(benchmark::State& state, size_t bytes, int64_t faults_before) {
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(bytes));
+  state.counters["faults"] = benchmark::Counter(static_cast<double>(MinorFaults() - faults_before),
+                                                benchmark::Counter::kAvgIterations);
+}
+
+void BM_FreshString(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  const auto inflight = static_cast<size_t>(state.range(1));
+  const char* src = reinterpret_cast<const char*>(Source());
+  std::deque<std::string> sent;
+  const int64_t faults = MinorFaults();
+  for (auto _ : state) {
+    std::string out;
+    out.assign(src, bytes);
+    benchmark::DoNotOptimize(out.data());
+    sent.push_back(std::move(out));
+    if (sent.size() > inflight) {
+      sent.pop_front();
+    }
+  }
+  SetCounters(state, bytes, faults);
+}
+
+void BM_ZeroFilledString(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  const auto inflight = static_cast<size_t>(state.range(1));
+  const std::byte* src = Source();
+  std::deque<std::string> sent;
+  const int64_t faults = MinorFaults();
+  for (auto _ : state) {
+    std::string out(bytes, '\0');
+    std::memcpy(out.data(), src, bytes);
+    benchmark::DoNotOptimize(out.data());
+    sent.push_back(std::move(out));
+    if (sent.size() > inflight) {
+      sent.pop_front();
+    }
+  }
+  SetCounters(state, bytes, faults);
+}
+
+void BM_PooledBuffer(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  const auto inflight = static_cast<size_t>(state.range(1));
+  const std::byte* src = Source();
+  AnswerBufferPool pool;
+  std::deque<AnswerBuffer> sent;
+  const int64_t faults = MinorFaults();
+  for (auto _ : state) {
+    AnswerBuffer out = pool.Acquire(bytes);
+    std::memcpy(out.data(), src, bytes);
+    benchmark::DoNotOptimize(out.data());
+    sent.push_back(std::move(out));
+    if (sent.size() > inflight) {
+      sent.pop_front();
+    }
+  }
+  SetCounters(state, bytes, faults);
+  sent.clear();
+}
+
+void BM_PooledPieces(benchmark::State& state) {
+  const auto bytes = static_cast<size_t>(state.range(0));
+  const auto inflight = static_cast<size_t>(state.range(1));
+  const int helpers = static_cast<int>(state.range(2));
+  const std::byte* src = Source();
+  AnswerBufferPool pool;
+  ParallelFor threads(helpers);
+  const int pieces = helpers + 1;
+  const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
+  std::deque<AnswerBuffer> sent;
+  const int64_t faults = MinorFaults();
+  for (auto _ : state) {
+    AnswerBuffer out = pool.Acquire(bytes);
+    threads.Run(pieces, [&](int p) {
+      const size_t begin = std::min(static_cast<size_t>(p) * step, bytes);
+      const size_t end = std::min(begin + step, bytes);
+      std::memcpy(out.data() + begin, src + begin, end - begin);
+    });
+    benchmark::DoNotOptimize(out.data());
+    sent.push_back(std::move(out));
+    if (sent.size() > inflight) {
+      sent.pop_front();
+    }
+  }
+  SetCounters(state, bytes, faults);
+  sent.clear();
+}
+
+// 256 x 768 and 2048 x 768 float32; 1 and 8 answers in flight.
+void Sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes : {int64_t{256} * 768 * 4, int64_t{2048} * 768 * 4}) {
+    for (int64_t inflight : {1, 8}) {
+      b->Args({bytes, inflight});
+    }
+  }
+}
+
+BENCHMARK(BM_FreshString)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ZeroFilledString)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PooledBuffer)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PooledPieces)
+    ->Args({int64_t{2048} * 768 * 4, 8, 1})
+    ->Args({int64_t{2048} * 768 * 4, 8, 3})
+    ->Args({int64_t{2048} * 768 * 4, 8, 7})
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace emb::service
+
+BENCHMARK_MAIN();
