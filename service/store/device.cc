@@ -43,7 +43,6 @@ absl::StatusOr<Device> ResolveDevice(absl::string_view flag) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", flag, ": expected auto, cpu, cuda or cuda:N"));
   }
-  const Device device{/*cuda=*/true, index};
 #if !EMB_HAVE_CUDA
   return absl::InvalidArgumentError(absl::StrCat(
       "--device=", flag, ": this build has no CUDA backend (nvcc was not found at build time)"));
@@ -53,7 +52,7 @@ absl::StatusOr<Device> ResolveDevice(absl::string_view flag) {
     return absl::InvalidArgumentError(
         absl::StrCat("--device=", flag, ": ", gpus, " CUDA device(s) visible, so no cuda:", index));
   }
-  return device;
+  return Device{/*cuda=*/true, index};
 #endif
 }
 
