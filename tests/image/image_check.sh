@@ -27,7 +27,9 @@ runtime = "runc"
 default_ulimits = ["nofile=20000:20000", "nproc=4096:4096"]
 CONF
 export CONTAINERS_CONF=$WORK/containers.conf
-P=(podman --root "$CACHE/storage" --runroot "$WORK/run")
+# Podman records its run and tmp folders in its database and refuses another one later: both
+# live in the cache, beside the storage they belong to.
+P=(podman --root "$CACHE/storage" --runroot "$CACHE/run" --tmpdir "$CACHE/tmp")
 trap 'status=$?; "${P[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1; (exit $status); cleanup' EXIT
 t0=$SECONDS
 step() { echo "image: $1 ($((SECONDS - t0)) s)"; }
@@ -66,7 +68,7 @@ DPKG
     rm -rf "$rootfs"
     step "debootstrap'ed the base from $mirror"
   fi
-  "${P[@]}" import "$tarball" "$BASE" >/dev/null || fail "podman import"
+  "${P[@]}" import "$tarball" "$BASE" >"$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "podman import"; }
   step "imported the base as $BASE"
 fi
 
@@ -76,8 +78,10 @@ build_start=$SECONDS
   -f "$SRC/deploy/docker/Dockerfile" "$SRC" >"$WORK/build.log" 2>&1 ||
   { tail -40 "$WORK/build.log"; fail "podman build"; }
 step "built $IMAGE in $((SECONDS - build_start)) s"
-grep -A20 'runtime-packages /stage' "$WORK/build.log" | grep -E '^lib|^zlib' | tr '\n' ' ' |
-  sed 's/^/image: runtime packages: /'; echo
+packages=$("${P[@]}" run --rm --entrypoint cat "$IMAGE" /usr/local/share/embedding-server/runtime-packages) ||
+  fail "the image holds no list of its runtime packages"
+echo "image: runtime packages (from ldd of the installed binaries):" $packages
+[[ $packages == *libgrpc++* ]] || fail "libgrpc++ is not among the runtime packages"
 size=$("${P[@]}" image inspect --format '{{.Size}}' "$IMAGE")
 echo "image: $IMAGE is $((size / 1000000)) MB ($size bytes)"
 [[ $("${P[@]}" image inspect --format '{{.Config.User}}' "$IMAGE") == 65532:65532 ]] ||
