@@ -73,10 +73,13 @@ DPKG
 fi
 
 # 3. The cpu image, as deploy/docker/README.md says to build it.
+# Its log, each line with the seconds since the build started, stays in BUILD_DIR/image_check.log.
 build_start=$SECONDS
+LOG=$BUILD/image_check.log
 "${P[@]}" build --pull=never --network=host --build-arg FLAVOR=cpu -t "$IMAGE" \
-  -f "$SRC/deploy/docker/Dockerfile" "$SRC" >"$WORK/build.log" 2>&1 ||
-  { tail -40 "$WORK/build.log"; fail "podman build"; }
+  -f "$SRC/deploy/docker/Dockerfile" "$SRC" 2>&1 |
+  while IFS= read -r line; do printf '%4d %s\n' $((SECONDS - build_start)) "$line"; done >"$LOG" ||
+  { tail -40 "$LOG"; fail "podman build (log: $LOG)"; }
 step "built $IMAGE in $((SECONDS - build_start)) s"
 packages=$("${P[@]}" run --rm --entrypoint cat "$IMAGE" /usr/local/share/embedding-server/runtime-packages) ||
   fail "the image holds no list of its runtime packages"
