@@ -30,7 +30,9 @@ export CONTAINERS_CONF=$WORK/containers.conf
 # Podman records its run and tmp folders in its database and refuses another one later: both
 # live in the cache, beside the storage they belong to.
 P=(podman --root "$CACHE/storage" --runroot "$CACHE/run" --tmpdir "$CACHE/tmp")
-trap 'status=$?; "${P[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1; (exit $status); cleanup' EXIT
+# Remove the container, then lib.sh's cleanup with the script's status (set +e: `(exit 1)` must
+# not end the trap before it).
+trap 'status=$?; set +e; "${P[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1; (exit $status); cleanup' EXIT
 t0=$SECONDS
 step() { echo "image: $1 ($((SECONDS - t0)) s)"; }
 
