@@ -42,5 +42,7 @@ function(emb_expose target scope)
     file(MAKE_DIRECTORY ${parent})
     file(CREATE_LINK ${PROJECT_SOURCE_DIR}/${path} ${root}/${path} SYMBOLIC)
   endforeach()
-  target_include_directories(${target} ${scope} ${root})
+  # Build tree only: an installed library gets its headers' install folder instead
+  # (cmake/emb_install.cmake).
+  target_include_directories(${target} ${scope} $<BUILD_INTERFACE:${root}>)
 endfunction()
