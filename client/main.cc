@@ -32,6 +32,7 @@
 #include "client/bench/ghz_config.h"
 #include "client/embedding_client.h"
 #include "kernels/data_type.h"
+#include "service/common/flags_usage.h"
 
 namespace emb::client {
 namespace {
@@ -373,16 +374,8 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
 }
 
 int Main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(kUsage);
-  absl::FlagsUsageConfig usage_config;
-  // --help and --helpshort list this file's flags only, not the libraries'.
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "client/main.cc");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
   const std::set<std::string> flags_given = FlagsOnCommandLine(argc, argv);
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  std::vector<char*> positional = emb::service::ParseFlags(argc, argv, kUsage, "client/main.cc");
   if (positional.size() < 2) {
     std::cerr << kUsage;
     return 2;
