@@ -16,12 +16,7 @@ diff -u "$json" "$WORK/generated.json" >/dev/null ||
 dir=$(node_dir)
 cp "$ROOT/tests/deploy/grafana_dashboard_ts.mjs" "$dir/"
 (cd "$dir" && node grafana_dashboard_ts.mjs "$json" dashboard.ts) || fail "could not convert the JSON"
-cat >"$dir/tsconfig.json" <<'JSON'
-{"compilerOptions": {"strict": true, "noEmit": true, "module": "nodenext",
-                     "moduleResolution": "nodenext", "target": "es2022", "skipLibCheck": true},
- "files": ["dashboard.ts"]}
-JSON
-"$TOOLS/.bin/tsc" -p "$dir" || fail "the dashboard does not satisfy @grafana/schema's Dashboard (above)"
+typecheck "$dir" dashboard.ts || fail "the dashboard does not satisfy @grafana/schema's Dashboard (above)"
 echo "tsc: the dashboard satisfies @grafana/schema's Dashboard"
 
 "$PY" - "$json" "$ROOT/deploy/grafana/provisioning" <<'PY' || fail "see above"

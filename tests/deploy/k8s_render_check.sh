@@ -23,12 +23,7 @@ dir=$(node_dir)
 cp "$ROOT/tests/deploy/k8s_validate.mjs" "$dir/"
 (cd "$dir" && node k8s_validate.mjs crds.ts "$gpu" "$cpu" "$adapter") ||
   fail "the rendered manifests are not valid (above)"
-cat >"$dir/tsconfig.json" <<'JSON'
-{"compilerOptions": {"strict": true, "noEmit": true, "module": "nodenext",
-                     "moduleResolution": "nodenext", "target": "es2022", "skipLibCheck": true},
- "files": ["crds.ts"]}
-JSON
-"$TOOLS/.bin/tsc" -p "$dir" || fail "a PodMonitor or PrometheusRule has a field its CRD lacks (above)"
+typecheck "$dir" crds.ts || fail "a PodMonitor or PrometheusRule has a field its CRD lacks (above)"
 echo "tsc: the PodMonitor and PrometheusRule have only their CRDs' fields"
 
 "$ROOT/deploy/k8s/generate-prometheus-rule" "$WORK/prometheus-rule.yaml"

@@ -39,3 +39,14 @@ need_kustomize() {
   [[ -n $v && $v -ge 4 ]] ||
     skip "kubectl's built-in kustomize is older than v4 (kubectl $(kubectl version --client 2>&1 | head -1)); no newer kubectl is packaged in Debian 12"
 }
+
+# typecheck DIR FILE.ts: `tsc --noEmit` (strict) on DIR/FILE.ts, whose imports resolve in .tools
+# (DIR from node_dir). Returns tsc's status; its findings go to the output.
+typecheck() {
+  cat >"$1/tsconfig.json" <<JSON
+{"compilerOptions": {"strict": true, "noEmit": true, "module": "nodenext",
+                     "moduleResolution": "nodenext", "target": "es2022", "skipLibCheck": true},
+ "files": ["$2"]}
+JSON
+  "$TOOLS/.bin/tsc" -p "$1"
+}
