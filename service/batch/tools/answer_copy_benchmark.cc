@@ -48,15 +48,16 @@ void SetCounters(benchmark::State& state, size_t bytes, int64_t faults_before) {
                                                 benchmark::Counter::kAvgIterations);
 }
 
-void BM_FreshString(benchmark::State& state) {
+// Times answers of state.range(0) bytes made by `write(bytes)`, each kept "in flight" (as gRPC
+// keeps an answer until it is sent) until state.range(1) newer ones are, then dropped.
+template <typename Answer, typename Write>
+void TimeAnswers(benchmark::State& state, Write write) {
   const auto bytes = static_cast<size_t>(state.range(0));
   const auto inflight = static_cast<size_t>(state.range(1));
-  const char* src = reinterpret_cast<const char*>(Source());
-  std::deque<std::string> sent;
+  std::deque<Answer> sent;
   const int64_t faults = MinorFaults();
   for (auto _ : state) {
-    std::string out;
-    out.assign(src, bytes);
+    Answer out = write(bytes);
     benchmark::DoNotOptimize(out.data());
     sent.push_back(std::move(out));
     if (sent.size() > inflight) {
@@ -64,72 +65,52 @@ void BM_FreshString(benchmark::State& state) {
     }
   }
   SetCounters(state, bytes, faults);
+}
+
+void BM_FreshString(benchmark::State& state) {
+  const char* src = reinterpret_cast<const char*>(Source());
+  TimeAnswers<std::string>(state, [src](size_t bytes) {
+    std::string out;
+    out.assign(src, bytes);
+    return out;
+  });
 }
 
 void BM_ZeroFilledString(benchmark::State& state) {
-  const auto bytes = static_cast<size_t>(state.range(0));
-  const auto inflight = static_cast<size_t>(state.range(1));
   const std::byte* src = Source();
-  std::deque<std::string> sent;
-  const int64_t faults = MinorFaults();
-  for (auto _ : state) {
+  TimeAnswers<std::string>(state, [src](size_t bytes) {
     std::string out(bytes, '\0');
     std::memcpy(out.data(), src, bytes);
-    benchmark::DoNotOptimize(out.data());
-    sent.push_back(std::move(out));
-    if (sent.size() > inflight) {
-      sent.pop_front();
-    }
-  }
-  SetCounters(state, bytes, faults);
+    return out;
+  });
 }
 
 void BM_PooledBuffer(benchmark::State& state) {
-  const auto bytes = static_cast<size_t>(state.range(0));
-  const auto inflight = static_cast<size_t>(state.range(1));
   const std::byte* src = Source();
   AnswerBufferPool pool;
-  std::deque<AnswerBuffer> sent;
-  const int64_t faults = MinorFaults();
-  for (auto _ : state) {
+  TimeAnswers<AnswerBuffer>(state, [src, &pool](size_t bytes) {
     AnswerBuffer out = pool.Acquire(bytes);
     std::memcpy(out.data(), src, bytes);
-    benchmark::DoNotOptimize(out.data());
-    sent.push_back(std::move(out));
-    if (sent.size() > inflight) {
-      sent.pop_front();
-    }
-  }
-  SetCounters(state, bytes, faults);
-  sent.clear();
+    return out;
+  });
 }
 
 void BM_PooledPieces(benchmark::State& state) {
-  const auto bytes = static_cast<size_t>(state.range(0));
-  const auto inflight = static_cast<size_t>(state.range(1));
   const int helpers = static_cast<int>(state.range(2));
   const std::byte* src = Source();
   AnswerBufferPool pool;
   ParallelFor threads(helpers);
   const int pieces = helpers + 1;
-  const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
-  std::deque<AnswerBuffer> sent;
-  const int64_t faults = MinorFaults();
-  for (auto _ : state) {
+  TimeAnswers<AnswerBuffer>(state, [&](size_t bytes) {
+    const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
     AnswerBuffer out = pool.Acquire(bytes);
     threads.Run(pieces, [&](int p) {
       const size_t begin = std::min(static_cast<size_t>(p) * step, bytes);
       const size_t end = std::min(begin + step, bytes);
       std::memcpy(out.data() + begin, src + begin, end - begin);
     });
-    benchmark::DoNotOptimize(out.data());
-    sent.push_back(std::move(out));
-    if (sent.size() > inflight) {
-      sent.pop_front();
-    }
-  }
-  SetCounters(state, bytes, faults);
-  sent.clear();
+    return out;
+  });
 }
 
 // 256 x 768 and 2048 x 768 float32; 1 and 8 answers in flight.
