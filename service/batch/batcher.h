@@ -10,7 +10,8 @@
 // batch's ids are concatenated into one int64 tensor and handed to the store; its rows are copied
 // once, straight from the store's output, into each caller's AnswerBuffer (from a pool: neither
 // zero-filled nor freshly page-faulted), a large caller's in pieces spread over the answer
-// threads. Thread-safe.
+// threads; then the callers' calls are finished, also spread over the answer threads. The two
+// phases are timed apart (stages "answer" and "finish"). Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -99,8 +100,11 @@ class Batcher {
   // Removes the next batch's entries from the queue; empty when the queue is empty.
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
+  // Copies the batch's rows into each caller's answer buffer, then finishes every caller's call.
   void Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
               const StageTimes& times);
+  // Acquires each caller's answer buffer and copies its rows in, on the answer threads.
+  void CopyRows(Batch& batch, absl::Span<const std::byte> rows);
 
   EmbeddingStore* const store_;
   const BatcherOptions options_;

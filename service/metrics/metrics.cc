@@ -62,8 +62,9 @@ Metrics::Metrics()
       stage_duration_(BuildHistogram()
                           .Name("embedding_batch_stage_duration_seconds")
                           .Help("Time of each stage of a batch after the queue: copy_in (ids to "
-                                "the device), gather, copy_out (rows to the host), answer (split "
-                                "rows to the callers and finish the calls).")
+                                "the device), gather, copy_out (rows to the host), answer (rows "
+                                "copied into each caller's answer buffer), finish (the calls "
+                                "handed to gRPC, which may write them to the socket).")
                           .Register(*registry_)),
       batch_ids_(BuildHistogram()
                      .Name("embedding_batch_ids")
@@ -142,6 +143,7 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .copy_in_seconds = stage("copy_in"),
       .copy_out_seconds = stage("copy_out"),
       .answer_seconds = stage("answer"),
+      .finish_seconds = stage("finish"),
       .batch_ids = &batch_ids_.Add({{"table", table}}, PowersOfTwo(20)),
       .batch_requests = &batch_requests_.Add({{"table", table}}, PowersOfTwo(12)),
       .ids = &ids_.Add({{"table", table}}),
