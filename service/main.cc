@@ -68,11 +68,6 @@ ABSL_FLAG(int64_t, completion_poll_us, 500,
           "the next one before it sleeps (one thread at a time). Spares a thread wake-up per "
           "batch (tens of microseconds in a VM) for up to one busy core while requests keep "
           "coming; 0: never poll.");
-ABSL_FLAG(int64_t, inline_wait_us, 200,
-          "GPU: microseconds the thread that starts a small batch (one answered from mapped "
-          "memory, see --zero_copy_max_bytes) on an otherwise idle table waits for it itself "
-          "before it leaves it to a completion thread; spares that hand-over at low load. 0: "
-          "never wait.");
 ABSL_FLAG(int32_t, load_readers, 0,
           "GPU: threads that read a table file into pinned staging buffers at start-up while the "
           "copies to the device run; 0 picks min(8, hardware threads).");
@@ -192,7 +187,6 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.store.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
   c.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   c.store.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));
-  c.store.inline_wait = absl::Microseconds(absl::GetFlag(FLAGS_inline_wait_us));
   if (absl::GetFlag(FLAGS_zero_copy_max_bytes) < 0) {
     return absl::InvalidArgumentError("--zero_copy_max_bytes must not be negative");
   }

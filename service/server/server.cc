@@ -67,9 +67,6 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.store.completion_poll < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--completion_poll_us must not be negative");
   }
-  if (c.store.inline_wait < absl::ZeroDuration()) {
-    return absl::InvalidArgumentError("--inline_wait_us must not be negative");
-  }
   if (c.batcher.answer_threads < 0) {
     return absl::InvalidArgumentError("--answer_threads must be -1 (automatic) or at least 0");
   }

@@ -27,9 +27,8 @@ struct StageTimes {
 
 class EmbeddingStore {
  public:
-  // Called exactly once per LookUp: on a store thread, or on the caller's before LookUp returns.
-  // `rows` holds ids.size() * dim() elements of the requested type and is valid only during the
-  // call.
+  // Called exactly once per LookUp, on some store or batcher thread. `rows` holds
+  // ids.size() * dim() elements of the requested type and is valid only during the call.
   using Done = absl::AnyInvocable<void(const absl::Status& status, absl::Span<const std::byte> rows,
                                        const StageTimes& times)>;
 

@@ -352,14 +352,12 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
 
 void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) {
   Slot* slot;
-  bool alone;  // no other batch holds a slot, so none is in flight
   {
     absl::MutexLock lock(&mu_);
     mu_.Await(absl::Condition(
         +[](std::vector<Slot*>* free) { return !free->empty(); }, &free_));
     slot = free_.back();
     free_.pop_back();
-    alone = free_.size() + 1 == slots_.size();
   }
   slot->out_bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
   if (absl::Status s = Enqueue(*slot, ids, out_type); !s.ok()) {
@@ -370,33 +368,9 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done don
     return;
   }
   slot->done = std::move(done);
-  if (alone && slot->zero_copy && WaitInline(*slot)) {
-    Answer(slot);
-    return;
-  }
   absl::MutexLock lock(&mu_);
   in_flight_.push_back(slot);
   in_flight_size_.store(in_flight_.size(), std::memory_order_release);
-}
-
-bool GpuStore::WaitInline(const Slot& slot) const {
-  if (options_.inline_wait <= absl::ZeroDuration()) {
-    return false;
-  }
-  const auto until =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.inline_wait);
-  for (;;) {
-    const cudaError_t e = cudaEventQuery(slot.copied_out.get());
-    if (e != cudaErrorNotReady) {
-      return e == cudaSuccess;  // an error is the completion thread's to report
-    }
-    if (std::chrono::steady_clock::now() >= until) {
-      return false;
-    }
-#if defined(__x86_64__)
-    __builtin_ia32_pause();
-#endif
-  }
 }
 
 void GpuStore::Release(Slot* slot) {
@@ -413,31 +387,27 @@ void GpuStore::Complete() {
     if (slot == nullptr) {
       return;
     }
-    Answer(slot);
+    absl::Status s = Check(cudaEventSynchronize(slot->copied_out.get()), "batch");
+    StageTimes times;
+    if (s.ok() && slot->zero_copy) {
+      float ms = 0;
+      (void)cudaEventElapsedTime(&ms, slot->start.get(), slot->copied_out.get());
+      times.gather = ms / 1e3;  // the copies are inside the kernel
+    } else if (s.ok()) {
+      float ms[3] = {0, 0, 0};
+      (void)cudaEventElapsedTime(&ms[0], slot->start.get(), slot->copied_in.get());
+      (void)cudaEventElapsedTime(&ms[1], slot->copied_in.get(), slot->gathered.get());
+      (void)cudaEventElapsedTime(&ms[2], slot->gathered.get(), slot->copied_out.get());
+      times = StageTimes{ms[0] / 1e3, ms[1] / 1e3, ms[2] / 1e3};
+    }
+    Done done = std::move(slot->done);
+    done(s,
+         s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
+                : absl::Span<const std::byte>(),
+         times);
+    Release(slot);
     answered = true;
   }
-}
-
-void GpuStore::Answer(Slot* slot) {
-  absl::Status s = Check(cudaEventSynchronize(slot->copied_out.get()), "batch");
-  StageTimes times;
-  if (s.ok() && slot->zero_copy) {
-    float ms = 0;
-    (void)cudaEventElapsedTime(&ms, slot->start.get(), slot->copied_out.get());
-    times.gather = ms / 1e3;  // the copies are inside the kernel
-  } else if (s.ok()) {
-    float ms[3] = {0, 0, 0};
-    (void)cudaEventElapsedTime(&ms[0], slot->start.get(), slot->copied_in.get());
-    (void)cudaEventElapsedTime(&ms[1], slot->copied_in.get(), slot->gathered.get());
-    (void)cudaEventElapsedTime(&ms[2], slot->gathered.get(), slot->copied_out.get());
-    times = StageTimes{ms[0] / 1e3, ms[1] / 1e3, ms[2] / 1e3};
-  }
-  Done done = std::move(slot->done);
-  done(s,
-       s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
-              : absl::Span<const std::byte>(),
-       times);
-  Release(slot);
 }
 
 GpuStore::Slot* GpuStore::NextInFlight(bool may_poll) {

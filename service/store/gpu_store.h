@@ -8,9 +8,7 @@
 // the batches and hand their pinned rows to `done`, so several batches are answered at once. With
 // several slots the copies and gather of one batch overlap the next. A completion thread that
 // has just answered polls briefly for the next batch instead of sleeping, since waking a thread
-// costs more than a small batch's whole gather. For the same reason a small batch started on an
-// otherwise idle store is waited for, and answered, by the thread that called LookUp (up to
-// options.inline_wait). Thread-safe.
+// costs more than a small batch's whole gather. Thread-safe.
 #ifndef EMB_SERVICE_STORE_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_STORE_H_
 
@@ -84,10 +82,6 @@ class GpuStore final : public EmbeddingStore {
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type);
   void Complete();
-  // Waits for `slot`'s batch, hands its rows to its `done` and frees the slot.
-  void Answer(Slot* slot);
-  // Polls `slot`'s last event for up to options_.inline_wait; true once its batch is done.
-  bool WaitInline(const Slot& slot) const;
   // The next batch in flight, in enqueue order; nullptr once stopping with none left. With
   // `may_poll`, and no other thread polling, polls (see PollForWork) before it sleeps.
   Slot* NextInFlight(bool may_poll);

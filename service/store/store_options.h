@@ -20,12 +20,6 @@ struct StoreOptions {
   // one before it sleeps (one thread polls at a time). Polling spares a thread wake-up per batch,
   // tens of microseconds in a VM, for up to one busy core while requests keep coming.
   absl::Duration completion_poll = absl::Microseconds(500);
-  // GPU: how long the thread that starts a batch answered from mapped memory (see
-  // zero_copy_max_bytes) on an otherwise idle store waits for that batch itself, polling its
-  // completion, before it leaves it to a completion thread; 0: never. Answering on the thread
-  // that started the batch spares the hand-over to a completion thread, which costs more than the
-  // small batch's gather; with another batch in flight the caller never waits.
-  absl::Duration inline_wait = absl::Microseconds(200);
   // GPU: batches whose answer is at most this many bytes are gathered straight from and into
   // mapped pinned memory (one launch, no copies); larger ones copy ids in and rows out with the
   // copy engines.

@@ -239,8 +239,8 @@ TEST(ServerLifecycle, HelpListsTheFlags) {
        {"--table", "--default_table", "--demo_table", "--grpc_address", "--metrics_address",
         "--device", "--max_batch_ids", "--max_queue_delay_us", "--max_queue_ids",
         "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--completion_poll_us",
-        "--inline_wait_us", "--zero_copy_max_bytes", "--drain_seconds",
-        "--shutdown_timeout_seconds", "--max_concurrent_streams"}) {
+        "--zero_copy_max_bytes", "--drain_seconds", "--shutdown_timeout_seconds",
+        "--max_concurrent_streams"}) {
     EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
   }
 }

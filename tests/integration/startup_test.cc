@@ -71,7 +71,6 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
       {"--max_response_bytes=0", "--max_response_bytes must be in"},
       {"--max_queue_delay_us=-5", "--max_queue_delay_us must not be negative"},
       {"--completion_poll_us=-1", "--completion_poll_us must not be negative"},
-      {"--inline_wait_us=-1", "--inline_wait_us must not be negative"},
       {"--answer_threads=-7", "--answer_threads must be -1"},
       {"--inflight_batches=0", "--inflight_batches must be at least 1"},
       {"--zero_copy_max_bytes=-1", "--zero_copy_max_bytes must not be negative"},

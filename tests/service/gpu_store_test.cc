@@ -15,7 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
-#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
@@ -92,18 +91,9 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
   options.max_batch_ids = 4096;
   options.inflight_batches = 2;
   std::mt19937_64 rng(1);
-  // Every batch through the copy engines, then every batch through mapped pinned memory, answered
-  // by a completion thread and then by the calling thread (each batch runs on an idle store).
-  const struct {
-    size_t zero_copy_max_bytes;
-    absl::Duration inline_wait;
-  } paths[] = {{0, absl::Seconds(1)},
-               {std::numeric_limits<size_t>::max(), absl::ZeroDuration()},
-               {std::numeric_limits<size_t>::max(), absl::Seconds(1)}};
-  for (const auto& path : paths) {
-    const size_t zero_copy_max_bytes = path.zero_copy_max_bytes;
+  // Every batch through the copy engines, then every batch through mapped pinned memory.
+  for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
     options.zero_copy_max_bytes = zero_copy_max_bytes;
-    options.inline_wait = path.inline_wait;
     for (DataType table_type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
       for (int64_t dim : {1, 3, 128, 300, 4097}) {
         const int64_t rows = dim > 1000 ? 64 : 1000;
@@ -127,8 +117,7 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
           ASSERT_THAT(want.status(), IsOk());
           EXPECT_TRUE(*got == *want)
               << DataTypeName(table_type) << " -> " << DataTypeName(out) << " dim " << dim
-              << ", zero-copy up to " << zero_copy_max_bytes << " bytes, inline wait "
-              << path.inline_wait;
+              << ", zero-copy up to " << zero_copy_max_bytes << " bytes";
         }
       }
     }
