@@ -10,8 +10,10 @@
 // batch's ids are concatenated into one int64 tensor and handed to the store; its rows are copied
 // once, straight from the store's output, into each caller's AnswerBuffer (from a pool: neither
 // zero-filled nor freshly page-faulted), a large caller's in pieces spread over the answer
-// threads; then the callers' calls are finished, also spread over the answer threads. The two
-// phases are timed apart (stages "answer" and "finish"). Thread-safe.
+// threads. Then the calls are finished: the first caller's on the thread that copied, the others'
+// on the answer threads, so that the store gets its output buffer back without waiting for gRPC
+// to send every answer. The two phases are timed apart (stages "answer" and "finish"). A batch
+// counts as in flight until its last call is finished. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -30,7 +32,7 @@
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
 #include "service/batch/answer_buffer.h"
-#include "service/batch/parallel_for.h"
+#include "service/batch/thread_pool.h"
 #include "service/metrics/metrics.h"
 #include "service/store/embedding_store.h"
 
@@ -100,11 +102,15 @@ class Batcher {
   // Removes the next batch's entries from the queue; empty when the queue is empty.
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
-  // Copies the batch's rows into each caller's answer buffer, then finishes every caller's call.
+  struct Finishing;
+  // Copies the batch's rows into each caller's answer buffer, then finishes the first caller's
+  // call and hands the others to the answer threads.
   void Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
               const StageTimes& times);
   // Acquires each caller's answer buffer and copies its rows in, on the answer threads.
   void CopyRows(Batch& batch, absl::Span<const std::byte> rows);
+  // Finishes caller i of `f`; whichever call is finished last ends the batch.
+  void FinishCall(Finishing& f, size_t i);
 
   EmbeddingStore* const store_;
   const BatcherOptions options_;
@@ -114,13 +120,14 @@ class Batcher {
   AnswerBufferPool* const answer_pool_;
   // Whether a request that finds the batcher idle starts its batch on the submitting thread.
   const bool start_when_idle_;
-  ParallelFor answerers_;
 
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
+  ThreadPool answerers_;
   std::thread worker_;
 };
 

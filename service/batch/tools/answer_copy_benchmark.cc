@@ -5,7 +5,7 @@
 //                        pool: a fresh multi-MiB allocation, page-faulted in as it is written)
 //   BM_ZeroFilledString  std::string(n, '\0'), then memcpy: zero-fill plus a second write
 //   BM_PooledBuffer      AnswerBufferPool::Acquire + memcpy (uninitialised, reused block)
-//   BM_PooledPieces      as BM_PooledBuffer, the copy split over ParallelFor threads
+//   BM_PooledPieces      as BM_PooledBuffer, the copy split over ThreadPool threads
 //
 // Arguments: answer bytes, answers in flight (each answer is released `inflight` answers later,
 // as gRPC releases one while the next ones are being written), and for BM_PooledPieces the
@@ -23,7 +23,7 @@
 
 #include "benchmark/benchmark.h"
 #include "service/batch/answer_buffer.h"
-#include "service/batch/parallel_for.h"
+#include "service/batch/thread_pool.h"
 
 namespace emb::service {
 namespace {
@@ -99,7 +99,7 @@ void BM_PooledPieces(benchmark::State& state) {
   const int helpers = static_cast<int>(state.range(2));
   const std::byte* src = Source();
   AnswerBufferPool pool;
-  ParallelFor threads(helpers);
+  ThreadPool threads(helpers);
   const int pieces = helpers + 1;
   TimeAnswers<AnswerBuffer>(state, [&](size_t bytes) {
     const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
