@@ -85,8 +85,13 @@ void ThreadPool::Run(int n, const std::function<void(int)>& fn) {
     return;
   }
   auto loop = std::make_shared<Loop>(n, &fn);
-  for (int h = std::min(n - 1, threads()); h > 0; --h) {
-    Post([loop] { loop->Work(); });
+  {
+    // Ahead of the posted tasks: a loop's caller waits for it (the batcher's copy holds a store
+    // slot), while a posted task's caller has moved on.
+    absl::MutexLock lock(&mu_);
+    for (int h = std::min(n - 1, threads()); h > 0; --h) {
+      tasks_.push_front([loop] { loop->Work(); });
+    }
   }
   loop->Work();
   absl::MutexLock lock(&loop->mu);

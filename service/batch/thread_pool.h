@@ -27,12 +27,14 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
-  // Runs `task` on a worker, in post order among the tasks (with no workers: now, on the caller).
+  // Runs `task` on a worker, in post order among the posted tasks (with no workers: now, on the
+  // caller).
   void Post(absl::AnyInvocable<void() &&> task);
 
   // Calls fn(i) once for each i in [0, n), on the caller and on the workers that are free, and
-  // returns when all calls have returned. The caller claims iterations too, so a loop never waits
-  // for a busy pool: at worst the caller runs it alone.
+  // returns when all calls have returned. The workers take a loop's iterations before any posted
+  // task still queued; the caller claims iterations too, so a loop never waits for a busy pool: at
+  // worst the caller runs it alone.
   void Run(int n, const std::function<void(int)>& fn);
 
   int threads() const { return static_cast<int>(workers_.size()); }
