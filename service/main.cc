@@ -55,19 +55,20 @@ ABSL_FLAG(int64_t, max_request_ids, 65536,
 ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
           "Largest LookUp answer in bytes (INVALID_ARGUMENT beyond); sets the gRPC send limit.");
 ABSL_FLAG(int32_t, answer_threads, -1,
-          "Threads per table, besides the batch's own, that copy rows to the callers and finish "
-          "their calls in parallel; -1: a quarter of the cores (at most 8).");
+          "Threads per table, besides the batch's own, that copy rows into the callers' answers, "
+          "and as many that finish the calls after each batch's first; -1: a quarter of the "
+          "cores (at most 8).");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "Calls in progress that one client connection may have (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on the client, so that a flood queues "
           "there rather than in this server's memory. 0: no limit.");
 ABSL_FLAG(int32_t, inflight_batches, 4,
           "GPU: batches in flight per table, each on its own stream with its own buffers.");
-ABSL_FLAG(int64_t, completion_poll_us, 500,
+ABSL_FLAG(int64_t, completion_poll_us, 0,
           "GPU: microseconds a completion thread that has just answered a batch keeps polling for "
-          "the next one before it sleeps (one thread at a time). Spares a thread wake-up per "
-          "batch (tens of microseconds in a VM) for up to one busy core while requests keep "
-          "coming; 0: never poll.");
+          "the next one before it sleeps (one thread at a time). 500 takes about 30 us off the "
+          "p50 of one call at a time, but costs a busy core and doubled the p99 at 16 concurrent "
+          "calls on the H200 host (docs/benchmarks.md section 7); 0: never poll.");
 ABSL_FLAG(int32_t, load_readers, 0,
           "GPU: threads that read a table file into pinned staging buffers at start-up while the "
           "copies to the device run; 0 picks min(8, hardware threads).");

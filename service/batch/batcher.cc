@@ -62,7 +62,8 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       answer_pool_(options.answer_pool != nullptr ? options.answer_pool
                                                   : &AnswerBufferPool::Default()),
       start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
-      answerers_(options.answer_threads),
+      copiers_(options.answer_threads),
+      finishers_(options.answer_threads),
       worker_([this] { Run(); }) {}
 
 Batcher::~Batcher() { Shutdown(); }
@@ -226,7 +227,7 @@ void Batcher::CopyRows(Batch& batch, absl::Span<const std::byte> rows) {
     size_t end;
   };
   const size_t row_bytes = dim_ * ElementSize(batch.out_type);
-  const size_t workers = static_cast<size_t>(answerers_.threads()) + 1;
+  const size_t workers = static_cast<size_t>(copiers_.threads()) + 1;
   std::vector<size_t> offsets;
   offsets.reserve(batch.entries.size());
   std::vector<Piece> pieces;
@@ -261,7 +262,7 @@ void Batcher::CopyRows(Batch& batch, absl::Span<const std::byte> rows) {
     }
     return;
   }
-  answerers_.Run(static_cast<int>(pieces.size()), copy);
+  copiers_.Run(static_cast<int>(pieces.size()), copy);
 }
 
 void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
@@ -284,7 +285,7 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
   // (about 150 us for 768 KiB), so only the first caller's call is finished here.
   auto f = std::make_shared<Finishing>(std::move(batch.entries), status);
   for (size_t i = 1; i < f->entries.size(); ++i) {
-    answerers_.Post([this, f, i] { FinishCall(*f, i); });
+    finishers_.Post([this, f, i] { FinishCall(*f, i); });
   }
   FinishCall(*f, 0);
 }

@@ -9,9 +9,9 @@
 // Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
 // batch's ids are concatenated into one int64 tensor and handed to the store; its rows are copied
 // once, straight from the store's output, into each caller's AnswerBuffer (from a pool: neither
-// zero-filled nor freshly page-faulted), a large caller's in pieces spread over the answer
-// threads. Then the calls are finished: the first caller's on the thread that copied, the others'
-// on the answer threads, so that the store gets its output buffer back without waiting for gRPC
+// zero-filled nor freshly page-faulted), a large caller's in pieces spread over the copy threads.
+// Then the calls are finished: the first caller's on the thread that copied, the others' on the
+// finishing threads, so that the store gets its output buffer back without waiting for gRPC
 // to send every answer. The two phases are timed apart (stages "answer" and "finish"). A batch
 // counts as in flight until its last call is finished. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
@@ -42,7 +42,8 @@ struct BatcherOptions {
   int64_t max_batch_ids = 65536;
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_ids = 1 << 20;
-  // Threads besides the batch's own that copy rows to the callers and finish their calls.
+  // Threads besides the batch's own that copy rows into the callers' buffers, and as many again
+  // that finish the calls after a batch's first.
   int answer_threads = 0;
   // A caller's rows are copied in up to answer_threads + 1 pieces of at least this many bytes,
   // in parallel; 0 copies each caller's rows in one piece.
@@ -104,10 +105,10 @@ class Batcher {
   void Dispatch(std::vector<Entry> entries);
   struct Finishing;
   // Copies the batch's rows into each caller's answer buffer, then finishes the first caller's
-  // call and hands the others to the answer threads.
+  // call and hands the others to the finishing threads.
   void Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
               const StageTimes& times);
-  // Acquires each caller's answer buffer and copies its rows in, on the answer threads.
+  // Acquires each caller's answer buffer and copies its rows in, on the copy threads.
   void CopyRows(Batch& batch, absl::Span<const std::byte> rows);
   // Finishes caller i of `f`; whichever call is finished last ends the batch.
   void FinishCall(Finishing& f, size_t i);
@@ -126,8 +127,11 @@ class Batcher {
   int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Copy rows into the answer buffers, apart from the finishers, so that a batch's copy (which
+  // holds the store's output) never waits behind finishing calls (about 1 ms each for 6 MiB).
+  ThreadPool copiers_;
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
-  ThreadPool answerers_;
+  ThreadPool finishers_;
   std::thread worker_;
 };
 

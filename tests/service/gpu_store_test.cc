@@ -124,11 +124,15 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
   }
 }
 
-TEST_F(GpuStoreTest, ManyBatchesInFlightEachGetTheirRows) {
+// Completion threads that sleep between batches, then ones that poll for the next.
+class GpuStorePollTest : public GpuStoreTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(GpuStorePollTest, ManyBatchesInFlightEachGetTheirRows) {
   StoreOptions options;
   options.max_batch_ids = 2048;
   options.inflight_batches = 4;
   options.zero_copy_max_bytes = 256 << 10;  // answers of 4 bytes to 768 KB: both paths at once
+  options.completion_poll = absl::Microseconds(GetParam());
   auto source = RandomTable(DataType::kFloat32, 5000, 96);
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());
@@ -160,6 +164,8 @@ TEST_F(GpuStoreTest, ManyBatchesInFlightEachGetTheirRows) {
   }
   EXPECT_EQ(wrong.load(), 0);
 }
+
+INSTANTIATE_TEST_SUITE_P(CompletionPollUs, GpuStorePollTest, ::testing::Values(0, 500));
 
 // Every row of `source` through both stores, as `source`'s own type; "" when they agree.
 std::string CompareAllRows(EmbeddingStore& gpu, EmbeddingStore& cpu, int64_t rows) {
