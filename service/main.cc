@@ -64,11 +64,11 @@ ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "there rather than in this server's memory. 0: no limit.");
 ABSL_FLAG(int32_t, inflight_batches, 4,
           "GPU: batches in flight per table, each on its own stream with its own buffers.");
-ABSL_FLAG(int64_t, completion_poll_us, 0,
+ABSL_FLAG(int64_t, completion_poll_us, 500,
           "GPU: microseconds a completion thread that has just answered a batch keeps polling for "
-          "the next one before it sleeps (one thread at a time). 500 takes about 30 us off the "
-          "p50 of one call at a time, but costs a busy core and doubled the p99 at 16 concurrent "
-          "calls on the H200 host (docs/benchmarks.md section 7); 0: never poll.");
+          "the next one before it sleeps (one thread at a time), while batches start 100 us or "
+          "more apart. Spares a thread wake-up per batch (about 30 us of the p50 of one call at a "
+          "time on the H200 host) for a busy core; 0: never poll.");
 ABSL_FLAG(int32_t, load_readers, 0,
           "GPU: threads that read a table file into pinned staging buffers at start-up while the "
           "copies to the device run; 0 picks min(8, hardware threads).");

@@ -368,7 +368,12 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done don
     return;
   }
   slot->done = std::move(done);
+  const auto now = std::chrono::steady_clock::now();
   absl::MutexLock lock(&mu_);
+  if (last_batch_start_ != std::chrono::steady_clock::time_point()) {
+    mean_batch_gap_ += (absl::FromChrono(now - last_batch_start_) - mean_batch_gap_) / 8;
+  }
+  last_batch_start_ = now;
   in_flight_.push_back(slot);
   in_flight_size_.store(in_flight_.size(), std::memory_order_release);
 }
@@ -418,7 +423,8 @@ GpuStore::Slot* GpuStore::NextInFlight(bool may_poll) {
   bool poll = false;
   if (may_poll && options_.completion_poll > absl::ZeroDuration()) {
     absl::MutexLock lock(&mu_);
-    poll = !polling_ && !stopping_ && in_flight_.empty();
+    poll = !polling_ && !stopping_ && in_flight_.empty() &&
+           mean_batch_gap_ >= options_.completion_poll_min_gap;
     polling_ = polling_ || poll;
   }
   if (poll) {

@@ -8,13 +8,15 @@
 // the batches and hand their pinned rows to `done`, so several batches are answered at once. With
 // several slots the copies and gather of one batch overlap the next. A completion thread that
 // has just answered polls briefly for the next batch instead of sleeping, since waking a thread
-// costs more than a small batch's whole gather. Thread-safe.
+// costs more than a small batch's whole gather; it does so only while batches come sparsely, since
+// under a steady stream the spinning core costs more than the wake-ups. Thread-safe.
 #ifndef EMB_SERVICE_STORE_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_STORE_H_
 
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <chrono>
 #include <deque>
 #include <memory>
 #include <string>
@@ -24,6 +26,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
@@ -110,6 +113,10 @@ class GpuStore final : public EmbeddingStore {
   std::atomic<size_t> in_flight_size_{0};             // in_flight_.size(), read without mu_
   // A completion thread is polling for the next batch; sleepers leave new batches to it.
   bool polling_ ABSL_GUARDED_BY(mu_) = false;
+  // When the last batch started, and the moving mean of the time between batch starts (from a
+  // second, so that a new store polls); see StoreOptions::completion_poll_min_gap.
+  std::chrono::steady_clock::time_point last_batch_start_ ABSL_GUARDED_BY(mu_);
+  absl::Duration mean_batch_gap_ ABSL_GUARDED_BY(mu_) = absl::Seconds(1);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> completers_;
 };

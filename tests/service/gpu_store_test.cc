@@ -133,6 +133,7 @@ TEST_P(GpuStorePollTest, ManyBatchesInFlightEachGetTheirRows) {
   options.inflight_batches = 4;
   options.zero_copy_max_bytes = 256 << 10;  // answers of 4 bytes to 768 KB: both paths at once
   options.completion_poll = absl::Microseconds(GetParam());
+  options.completion_poll_min_gap = absl::ZeroDuration();  // poll however close the batches
   auto source = RandomTable(DataType::kFloat32, 5000, 96);
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());
