@@ -34,9 +34,8 @@ constexpr absl::Duration kCloseGrace = absl::Seconds(1);
 // Room in a message around the payload: field tags, the shape, the table name.
 constexpr int64_t kMessageSlack = 64 << 10;
 
+// The settings besides the listen addresses (Start parses those first).
 absl::Status CheckConfig(const ServerConfig& c) {
-  RETURN_IF_ERROR(ParseListenAddress("--grpc_address", c.grpc_address).status());
-  RETURN_IF_ERROR(ParseListenAddress("--metrics_address", c.metrics_address).status());
   if (c.batcher.max_batch_ids <= 0 || c.limits.max_request_ids <= 0 ||
       c.limits.max_request_ids > c.batcher.max_batch_ids) {
     return absl::InvalidArgumentError(absl::StrCat("--max_request_ids (", c.limits.max_request_ids,
@@ -112,11 +111,13 @@ absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const Serv
 
 absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     const ServerConfig& config) {
+  ASSIGN_OR_RETURN(const ListenAddress grpc_address,
+                   ParseListenAddress("--grpc_address", config.grpc_address));
+  ASSIGN_OR_RETURN(const ListenAddress metrics_address,
+                   ParseListenAddress("--metrics_address", config.metrics_address));
   RETURN_IF_ERROR(CheckConfig(config));
   ASSIGN_OR_RETURN(std::vector<std::unique_ptr<TableSource>> sources, OpenSources(config));
   ASSIGN_OR_RETURN(const Device device, ResolveDevice(config.device));
-  const ListenAddress grpc_address = *ParseListenAddress("", config.grpc_address);  // checked
-  const ListenAddress metrics_address = *ParseListenAddress("", config.metrics_address);
 
   auto server = std::unique_ptr<EmbeddingServer>(new EmbeddingServer());
   server->metrics_ = std::make_unique<Metrics>();

@@ -7,11 +7,9 @@
 // CTest runs it on the CPU backend and on cuda:0 (names `gpu.*`, label `gpu`; skipped without a
 // GPU), with the default answer threads and with more answer threads than cores, so that large
 // answers are copied in pieces.
-#include <signal.h>
 
 #include <atomic>
 #include <cstdint>
-#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -26,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "kernels/data_type.h"
 #include "tests/testing/demo_table.h"
+#include "tests/testing/loaded_server.h"
 #include "tests/testing/server_process.h"
 
 namespace emb {
@@ -41,8 +40,6 @@ constexpr int kCallers = 24;
 constexpr int kCallsEach = 12;
 // 2 MiB and more in every type: 768 * 2 bytes * 1400 ids = 2.05 MiB at 16 bits, 4.1 at 32.
 constexpr int64_t kLargeIds = 1400;
-
-bool GpuVisible() { return std::filesystem::exists("/dev/nvidia0"); }
 
 const testing::DemoTable& Reference() {
   static const auto* table = new testing::DemoTable(kRows, kDim, kSeed);
@@ -140,24 +137,14 @@ void PrintTo(const AnswerCase& c, std::ostream* os) { *os << c.name; }
 class LargeAnswerTest : public ::testing::TestWithParam<AnswerCase> {};
 
 TEST_P(LargeAnswerTest, ConcurrentCallersEachGetExactlyTheirOwnRows) {
-  if (ServerProcess::TestDevice() != "cpu" && !GpuVisible()) {
-    GTEST_SKIP() << "EMB_TEST_DEVICE=" << ServerProcess::TestDevice() << " but no GPU is visible";
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
   }
-  std::vector<std::string> flags = {
-      absl::StrCat("--demo_table=", kRows, "x", kDim),
-      absl::StrCat("--demo_seed=", kSeed),
-      "--drain_seconds=0",
-  };
-  flags.insert(flags.end(), GetParam().flags.begin(), GetParam().flags.end());
-  auto server = ServerProcess::Start(flags);
+  auto server = testing::StartDemoServer(kRows, kDim, kSeed, GetParam().flags);
   ASSERT_TRUE(server.ok()) << server.status();
   Reference();  // made before the calls start, not in the first callback
 
-  std::vector<std::unique_ptr<client::EmbeddingClient>> clients;
-  for (int c = 0; c < kConnections; ++c) {
-    clients.push_back(std::make_unique<client::EmbeddingClient>(
-        client::CreateInsecureChannel((*server)->target(), /*connection_id=*/c)));
-  }
+  const auto clients = testing::ClientsOnOwnConnections(**server, kConnections);
   Tally tally;
   std::atomic<int> running{kCallers};
   absl::Notification all_done;
@@ -180,17 +167,7 @@ TEST_P(LargeAnswerTest, ConcurrentCallersEachGetExactlyTheirOwnRows) {
   EXPECT_EQ(tally.ok.load(), kCallers * kCallsEach);
   EXPECT_EQ(tally.large.load(), kCallers * kCallsEach / 2);
 
-  // Healthy after the load, and it stops cleanly. This also keeps the clients alive well past
-  // their last callbacks: destroying them at once races, in gRPC 1.51's client, the teardown of
-  // the last call on the callback thread (seen here as a double free in grpc_cq_internal_unref,
-  // 1 run in 13 on 2 loaded cores), as in stress_test.
-  for (auto& client : clients) {
-    auto health = client->CheckHealth("", absl::Seconds(30));
-    ASSERT_TRUE(health.ok()) << health.status() << "\n" << (*server)->log();
-    EXPECT_EQ(*health, "SERVING");
-  }
-  (*server)->Signal(SIGTERM);
-  EXPECT_EQ((*server)->WaitExit(absl::Seconds(60)), 0) << (*server)->log();
+  testing::ExpectHealthyThenCleanExit(**server, clients);
 }
 
 INSTANTIATE_TEST_SUITE_P(

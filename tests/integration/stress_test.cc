@@ -9,11 +9,9 @@
 //
 // EMB_STRESS_SECONDS sets how long each case calls (default 3). CTest runs it twice: on the CPU
 // backend (label `stress`) and on cuda:0 (label `gpu`, names `gpu.*`; skipped without a GPU).
-#include <signal.h>
 
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <memory>
 #include <ostream>
 #include <random>
@@ -28,6 +26,7 @@
 #include "client/embedding_client.h"
 #include "gtest/gtest.h"
 #include "tests/testing/demo_table.h"
+#include "tests/testing/loaded_server.h"
 #include "tests/testing/server_process.h"
 
 namespace emb {
@@ -44,8 +43,6 @@ constexpr int kIdsPerCall = 16;
 
 // A GPU the server could use: an NVIDIA device node. CTest's `gpu` run of this test sets
 // EMB_TEST_DEVICE=cuda:0, and skips where there is none.
-bool GpuVisible() { return std::filesystem::exists("/dev/nvidia0"); }
-
 absl::Duration StressDuration() {
   const char* env = std::getenv("EMB_STRESS_SECONDS");
   return absl::Seconds(env != nullptr ? std::atof(env) : 3.0);
@@ -136,23 +133,13 @@ void PrintTo(const StressCase& c, std::ostream* os) { *os << c.name; }
 class StressTest : public ::testing::TestWithParam<StressCase> {};
 
 TEST_P(StressTest, ManyCallersOnManyConnectionsEachGetTheirRows) {
-  if (ServerProcess::TestDevice() != "cpu" && !GpuVisible()) {
-    GTEST_SKIP() << "EMB_TEST_DEVICE=" << ServerProcess::TestDevice() << " but no GPU is visible";
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
   }
-  std::vector<std::string> flags = {
-      absl::StrCat("--demo_table=", kRows, "x", kDim),
-      absl::StrCat("--demo_seed=", kSeed),
-      "--drain_seconds=0",
-  };
-  flags.insert(flags.end(), GetParam().flags.begin(), GetParam().flags.end());
-  auto server = ServerProcess::Start(flags);
+  auto server = testing::StartDemoServer(kRows, kDim, kSeed, GetParam().flags);
   ASSERT_TRUE(server.ok()) << server.status();
 
-  std::vector<std::unique_ptr<client::EmbeddingClient>> clients;
-  for (int c = 0; c < kConnections; ++c) {
-    clients.push_back(std::make_unique<client::EmbeddingClient>(
-        client::CreateInsecureChannel((*server)->target(), /*connection_id=*/c)));
-  }
+  const auto clients = testing::ClientsOnOwnConnections(**server, kConnections);
   Tally tally;
   std::atomic<int> running{kCallers};
   absl::Notification all_done;
@@ -180,12 +167,7 @@ TEST_P(StressTest, ManyCallersOnManyConnectionsEachGetTheirRows) {
               static_cast<long long>(tally.ok.load()),
               absl::FormatDuration(StressDuration()).c_str());
 
-  // Still up and healthy after the load, and it stops cleanly.
-  auto health = clients[0]->CheckHealth("", absl::Seconds(10));
-  ASSERT_TRUE(health.ok()) << health.status() << "\n" << (*server)->log();
-  EXPECT_EQ(*health, "SERVING");
-  (*server)->Signal(SIGTERM);
-  EXPECT_EQ((*server)->WaitExit(absl::Seconds(60)), 0) << (*server)->log();
+  testing::ExpectHealthyThenCleanExit(**server, clients);
 }
 
 INSTANTIATE_TEST_SUITE_P(
