@@ -275,8 +275,6 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
       metrics_.copy_in_seconds->Observe(times.copy_in);
       metrics_.copy_out_seconds->Observe(times.copy_out);
     }
-  }
-  if (status.ok()) {
     CopyRows(batch, rows);
   }
   metrics_.answer_seconds->Observe(SecondsSince(start));
