@@ -206,6 +206,18 @@ TEST_F(TlsTest, StartUpLogSaysTlsAndMetricsStayPlainHttp) {
 class MutualTlsTest : public TlsServerTest {
  protected:
   static void SetUpTestSuite() { StartServer(/*mutual=*/true); }
+
+  // A load-generator run of `requests` calls over 2 connections with the CA's client certificate.
+  static client::BenchConfig MutualTlsBench(int64_t requests) {
+    client::BenchConfig config;
+    config.target = server_->target();
+    config.tls = Tls(*certs_, "ca.pem", "client");
+    config.connections = 2;
+    config.requests = requests;
+    config.warmup = absl::ZeroDuration();
+    config.timeout = kTimeout;
+    return config;
+  }
 };
 
 TEST_F(MutualTlsTest, ClientWithACertificateFromTheCaIsServed) {
@@ -232,14 +244,7 @@ TEST_F(MutualTlsTest, PlaintextClientIsRefused) {
 }
 
 TEST_F(MutualTlsTest, LoadGeneratorRunsWithAClientCertificate) {
-  client::BenchConfig config;
-  config.target = server_->target();
-  config.tls = Tls(*certs_, "ca.pem", "client");
-  config.connections = 2;
-  config.requests = 100;
-  config.warmup = absl::ZeroDuration();
-  config.timeout = kTimeout;
-  auto report = client::RunBench(config);
+  auto report = client::RunBench(MutualTlsBench(100));
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_EQ(report->codes, (std::map<std::string, int64_t>{{"OK", 100}}));
 }
@@ -247,13 +252,7 @@ TEST_F(MutualTlsTest, LoadGeneratorRunsWithAClientCertificate) {
 // A receive limit gives the load generator channels of its own (bench.cc's MakeChannel): they
 // speak mutual TLS too, and the limit holds on them.
 TEST_F(MutualTlsTest, LoadGeneratorWithAReceiveLimitRunsWithAClientCertificate) {
-  client::BenchConfig config;
-  config.target = server_->target();
-  config.tls = Tls(*certs_, "ca.pem", "client");
-  config.connections = 2;
-  config.requests = 50;
-  config.warmup = absl::ZeroDuration();
-  config.timeout = kTimeout;
+  client::BenchConfig config = MutualTlsBench(50);
   config.call_data = {R"({"ids": ["{{randomInt 0 10}}", "3"], "dtype": "DATA_TYPE_FLOAT16"})"};
   config.max_recv_message_bytes = 1 << 20;
   auto report = client::RunBench(config);
