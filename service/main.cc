@@ -55,9 +55,8 @@ ABSL_FLAG(int64_t, max_request_ids, 65536,
 ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
           "Largest LookUp answer in bytes (INVALID_ARGUMENT beyond); sets the gRPC send limit.");
 ABSL_FLAG(int32_t, answer_threads, -1,
-          "Threads per table, besides the batch's own, that copy rows into the callers' answers, "
-          "and as many that finish the calls after each batch's first; -1: a quarter of the "
-          "cores (at most 8).");
+          "Threads per table that finish the calls after each batch's first (serializing and "
+          "sending their answers); -1: a quarter of the cores (at most 8).");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "Calls in progress that one client connection may have (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on the client, so that a flood queues "

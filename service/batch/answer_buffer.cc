@@ -1,7 +1,7 @@
 #include "service/batch/answer_buffer.h"
 
-#include <memory>
 #include <utility>
+#include <vector>
 
 namespace emb::service {
 namespace {
@@ -18,10 +18,32 @@ int SizeClass(size_t size) {
 }  // namespace
 
 struct AnswerBuffer::Block {
-  AnswerBufferPool* pool;  // nullptr: freed after use
-  int size_class;
-  size_t capacity;
-  std::unique_ptr<std::byte[]> bytes;  // uninitialised
+  // `capacity` uninitialised bytes from `allocator`, or from new[] when it is nullptr.
+  Block(AnswerBufferPool* pool, int size_class, size_t capacity, const HostAllocator* allocator)
+      : pool(pool), size_class(size_class), capacity(capacity) {
+    void* p = allocator != nullptr ? allocator->allocate(capacity) : nullptr;
+    if (p != nullptr) {
+      bytes = static_cast<std::byte*>(p);
+      this->allocator = allocator;
+    } else {
+      bytes = new std::byte[capacity];
+    }
+  }
+  ~Block() {
+    if (allocator != nullptr) {
+      allocator->release(bytes);
+    } else {
+      delete[] bytes;
+    }
+  }
+  Block(const Block&) = delete;
+  Block& operator=(const Block&) = delete;
+
+  AnswerBufferPool* const pool;  // nullptr: freed after use
+  const int size_class;
+  const size_t capacity;
+  std::byte* bytes = nullptr;
+  const HostAllocator* allocator = nullptr;  // where `bytes` came from; nullptr: new[]
 };
 
 AnswerBuffer::AnswerBuffer(AnswerBuffer&& other) noexcept
@@ -38,7 +60,7 @@ AnswerBuffer& AnswerBuffer::operator=(AnswerBuffer&& other) noexcept {
 
 AnswerBuffer::~AnswerBuffer() { Recycle(ReleaseHandle()); }
 
-std::byte* AnswerBuffer::data() const { return block_ != nullptr ? block_->bytes.get() : nullptr; }
+std::byte* AnswerBuffer::data() const { return block_ != nullptr ? block_->bytes : nullptr; }
 
 bool AnswerBuffer::pooled() const { return block_ != nullptr && block_->pool != nullptr; }
 
@@ -59,7 +81,8 @@ void AnswerBuffer::Recycle(void* handle) {
   }
 }
 
-AnswerBufferPool::AnswerBufferPool(size_t max_bytes) : max_bytes_(max_bytes) {}
+AnswerBufferPool::AnswerBufferPool(size_t max_bytes, const HostAllocator* allocator)
+    : max_bytes_(max_bytes), allocator_(allocator) {}
 
 AnswerBufferPool::~AnswerBufferPool() {
   absl::MutexLock lock(&mu_);
@@ -74,6 +97,23 @@ AnswerBufferPool::~AnswerBufferPool() {
 AnswerBufferPool& AnswerBufferPool::Default() {
   static auto* pool = new AnswerBufferPool();  // never destroyed: gRPC may recycle at any time
   return *pool;
+}
+
+AnswerBufferPool& AnswerBufferPool::For(const HostAllocator* allocator) {
+  if (allocator == nullptr) {
+    return Default();
+  }
+  static absl::Mutex mu;
+  // Never destroyed, nor are their pools: gRPC may recycle at any time.
+  static auto* pools = new std::vector<std::pair<const HostAllocator*, AnswerBufferPool*>>;
+  absl::MutexLock lock(&mu);
+  for (const auto& [a, pool] : *pools) {
+    if (a == allocator) {
+      return *pool;
+    }
+  }
+  pools->emplace_back(allocator, new AnswerBufferPool(kDefaultMaxBytes, allocator));
+  return *pools->back().second;
 }
 
 AnswerBuffer AnswerBufferPool::Acquire(size_t size) {
@@ -117,9 +157,12 @@ AnswerBuffer AnswerBufferPool::Acquire(size_t size) {
   for (AnswerBuffer::Block* block : evicted) {
     delete block;
   }
-  const size_t bytes = pooled ? capacity : size;
-  auto* block = new AnswerBuffer::Block{pooled ? this : nullptr, c, bytes,
-                                        std::unique_ptr<std::byte[]>(new std::byte[bytes])};
+  auto* block = pooled ? new AnswerBuffer::Block(this, c, capacity, allocator_)
+                       : new AnswerBuffer::Block(nullptr, c, size, nullptr);
+  if (pooled && allocator_ != nullptr && block->allocator == nullptr) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.fallbacks;
+  }
   return AnswerBuffer(block, size);
 }
 

@@ -6,6 +6,9 @@
 // neither zero-filled nor page-faulted in on every call. The pool owns at most max_bytes of blocks
 // (handed out and idle together); past that, and for a size whose class has no idle block, a
 // block is allocated fresh, and one beyond the bound is freed again when its answer is done.
+// A pool made with a HostAllocator takes its pooled blocks from it (GpuStore's pinned memory,
+// which the device writes rows into directly), falling back to new[] when it has none; blocks
+// beyond the bound always come from new[], as pinning memory for one use costs more than it saves.
 //
 // A buffer goes back to its pool when it is destroyed, or, once handed over with ReleaseHandle(),
 // when Recycle() is called on the handle (gRPC does that from a slice's destroy callback, on any
@@ -21,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "service/common/host_allocator.h"
 
 namespace emb::service {
 
@@ -65,16 +69,21 @@ class AnswerBufferPool {
   // The smallest size class; smaller answers get a block of this size.
   static constexpr size_t kMinBlockBytes = size_t{4} << 10;
 
-  // A pool that owns at most `max_bytes` of blocks.
-  explicit AnswerBufferPool(size_t max_bytes = kDefaultMaxBytes);
+  // A pool that owns at most `max_bytes` of blocks, taken from `allocator` (nullptr: new[]),
+  // which must outlive the pool.
+  explicit AnswerBufferPool(size_t max_bytes = kDefaultMaxBytes,
+                            const HostAllocator* allocator = nullptr);
   // Frees the idle blocks. Every buffer this pool handed out must be gone (destroyed or
   // recycled) by then.
   ~AnswerBufferPool();
   AnswerBufferPool(const AnswerBufferPool&) = delete;
   AnswerBufferPool& operator=(const AnswerBufferPool&) = delete;
 
-  // The process's pool, bound kDefaultMaxBytes. Never destroyed.
+  // The process's pool of blocks from new[], bound kDefaultMaxBytes. Never destroyed.
   static AnswerBufferPool& Default();
+  // The process's pool of blocks from `allocator` (nullptr: Default()), bound kDefaultMaxBytes:
+  // one per allocator, made on first use and never destroyed. `allocator` must live as long.
+  static AnswerBufferPool& For(const HostAllocator* allocator);
 
   // A buffer of `size` uninitialised bytes: an idle block of its size class if there is one, else
   // a fresh block (pooled while the pool's bound allows, after freeing idle blocks of other
@@ -89,6 +98,7 @@ class AnswerBufferPool {
     int64_t allocated = 0;   // fresh pooled blocks
     int64_t unpooled = 0;    // fresh blocks past the bound, freed after use
     int64_t evicted = 0;     // idle blocks freed to make room for another size class
+    int64_t fallbacks = 0;   // pooled blocks from new[] because the allocator had none
   };
   Stats stats() const;
   size_t max_bytes() const { return max_bytes_; }
@@ -101,6 +111,7 @@ class AnswerBufferPool {
   void Return(AnswerBuffer::Block* block);
 
   const size_t max_bytes_;
+  const HostAllocator* const allocator_;
   mutable absl::Mutex mu_;
   std::vector<AnswerBuffer::Block*> idle_[kClasses] ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);

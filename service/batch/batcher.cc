@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -39,6 +38,7 @@ Clock* Clock::Real() {
 struct Batcher::Batch {
   std::vector<Entry> entries;
   std::vector<int64_t> ids;
+  std::vector<absl::Span<std::byte>> outs;  // each caller's answer buffer
   DataType out_type;
 };
 
@@ -59,10 +59,10 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       metrics_(metrics),
       clock_(clock),
       dim_(static_cast<size_t>(store->dim())),
-      answer_pool_(options.answer_pool != nullptr ? options.answer_pool
-                                                  : &AnswerBufferPool::Default()),
+      answer_pool_(options.answer_pool != nullptr
+                       ? options.answer_pool
+                       : &AnswerBufferPool::For(store->answer_allocator())),
       start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
-      copiers_(options.answer_threads),
       finishers_(options.answer_threads),
       worker_([this] { Run(); }) {}
 
@@ -205,69 +205,25 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     return;
   }
   batch->ids.reserve(total);
+  batch->outs.reserve(batch->entries.size());
+  const size_t row_bytes = dim_ * ElementSize(batch->out_type);
   for (const Entry& e : batch->entries) {
-    batch->ids.insert(batch->ids.end(), e.request.ids.begin(), e.request.ids.end());
+    const Request& r = e.request;
+    batch->ids.insert(batch->ids.end(), r.ids.begin(), r.ids.end());
+    *r.out = answer_pool_->Acquire(r.ids.size() * row_bytes);
+    batch->outs.emplace_back(r.out->data(), r.out->size());
   }
   metrics_.batch_ids->Observe(static_cast<double>(total));
   metrics_.batch_requests->Observe(static_cast<double>(batch->entries.size()));
   Batch* raw = batch.get();
-  store_->LookUp(raw->ids, raw->out_type,
-                 [this, batch = std::move(batch)](
-                     const absl::Status& status, absl::Span<const std::byte> rows,
-                     const StageTimes& times) { Answer(*batch, status, rows, times); });
+  store_->LookUp(
+      raw->ids, raw->out_type, raw->outs,
+      [this, batch = std::move(batch)](const absl::Status& status, const StageTimes& times) {
+        Answer(*batch, status, times);
+      });
 }
 
-void Batcher::CopyRows(Batch& batch, absl::Span<const std::byte> rows) {
-  // Each caller's rows start where the previous caller's end. They are copied in pieces: one per
-  // caller, or up to one per answer thread for a large caller. A batch whose answer is smaller
-  // than a piece is copied on this thread alone: waking a helper would cost more.
-  struct Piece {
-    size_t caller;
-    size_t begin;  // in the caller's answer
-    size_t end;
-  };
-  const size_t row_bytes = dim_ * ElementSize(batch.out_type);
-  const size_t workers = static_cast<size_t>(copiers_.threads()) + 1;
-  std::vector<size_t> offsets;
-  offsets.reserve(batch.entries.size());
-  std::vector<Piece> pieces;
-  pieces.reserve(batch.entries.size());
-  size_t offset = 0;
-  for (size_t i = 0; i < batch.entries.size(); ++i) {
-    Request& r = batch.entries[i].request;
-    const size_t bytes = r.ids.size() * row_bytes;
-    offsets.push_back(offset);
-    offset += bytes;
-    *r.out = answer_pool_->Acquire(bytes);
-    size_t count = 1;
-    if (options_.answer_piece_bytes > 0 && workers > 1) {
-      count = std::clamp<size_t>(bytes / options_.answer_piece_bytes, 1, workers);
-    }
-    // Piece boundaries on 64-byte lines, so that no two threads write one cache line.
-    const size_t step = (bytes / count + 63) & ~size_t{63};
-    for (size_t k = 0; k < count; ++k) {
-      pieces.push_back(Piece{i, std::min(k * step, bytes), std::min((k + 1) * step, bytes)});
-    }
-  }
-  auto copy = [&](int p) {
-    const Piece& piece = pieces[static_cast<size_t>(p)];
-    if (piece.end > piece.begin) {
-      std::memcpy(batch.entries[piece.caller].request.out->data() + piece.begin,
-                  rows.data() + offsets[piece.caller] + piece.begin, piece.end - piece.begin);
-    }
-  };
-  if (offset < options_.answer_piece_bytes) {
-    for (size_t p = 0; p < pieces.size(); ++p) {
-      copy(static_cast<int>(p));
-    }
-    return;
-  }
-  copiers_.Run(static_cast<int>(pieces.size()), copy);
-}
-
-void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
-                     const StageTimes& times) {
-  const auto start = std::chrono::steady_clock::now();
+void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes& times) {
   if (status.ok()) {
     metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
     metrics_.gather_seconds->Observe(times.gather);
@@ -275,12 +231,15 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, absl::Span<const 
       metrics_.copy_in_seconds->Observe(times.copy_in);
       metrics_.copy_out_seconds->Observe(times.copy_out);
     }
-    CopyRows(batch, rows);
+    metrics_.answer_seconds->Observe(times.host_copy);
+  } else {
+    for (Entry& e : batch.entries) {
+      *e.request.out = AnswerBuffer();  // a failed call's buffer goes back to the pool at once
+    }
   }
-  metrics_.answer_seconds->Observe(SecondsSince(start));
-  // The rows are in the callers' buffers, so the store may reuse its output once this returns.
   // Finishing a call serializes its answer and may write it to the socket on the finishing thread
-  // (about 150 us for 768 KiB), so only the first caller's call is finished here.
+  // (about 150 us for 768 KiB), so only the first caller's call is finished here: the store gets
+  // its slot back sooner.
   auto f = std::make_shared<Finishing>(std::move(batch.entries), status);
   for (size_t i = 1; i < f->entries.size(); ++i) {
     finishers_.Post([this, f, i] { FinishCall(*f, i); });

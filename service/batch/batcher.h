@@ -7,13 +7,12 @@
 // finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
 // thread: that only enqueues the gather, and saves waking the worker (tens of microseconds).
 // Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
-// batch's ids are concatenated into one int64 tensor and handed to the store; its rows are copied
-// once, straight from the store's output, into each caller's AnswerBuffer (from a pool: neither
-// zero-filled nor freshly page-faulted), a large caller's in pieces spread over the copy threads.
-// Then the calls are finished: the first caller's on the thread that copied, the others' on the
-// finishing threads, so that the store gets its output buffer back without waiting for gRPC
-// to send every answer. The two phases are timed apart (stages "answer" and "finish"). A batch
-// counts as in flight until its last call is finished. Thread-safe.
+// batch's ids are concatenated into one int64 tensor and handed to the store together with each
+// caller's AnswerBuffer (from a pool of the memory the store writes fastest: pinned for a GPU
+// store; neither zero-filled nor freshly page-faulted), which the store fills directly. Then the
+// calls are finished: the first caller's on the thread that answered the batch, the others' on
+// the finishing threads, so that the store gets its slot back without waiting for gRPC to send
+// every answer. A batch counts as in flight until its last call is finished. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -42,14 +41,10 @@ struct BatcherOptions {
   int64_t max_batch_ids = 65536;
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_ids = 1 << 20;
-  // Threads besides the batch's own that copy rows into the callers' buffers, and as many again
-  // that finish the calls after a batch's first.
+  // Threads that finish the calls after a batch's first (0: the batch's own thread finishes all).
   int answer_threads = 0;
-  // A caller's rows are copied in up to answer_threads + 1 pieces of at least this many bytes,
-  // in parallel; 0 copies each caller's rows in one piece.
-  size_t answer_piece_bytes = size_t{512} << 10;
-  // Where answer buffers come from; nullptr: AnswerBufferPool::Default(). Must outlive every
-  // answer (gRPC returns the buffers once it has sent them).
+  // Where answer buffers come from; nullptr: the process's pool for the store's
+  // answer_allocator(). Must outlive every answer (gRPC returns the buffers once it has sent them).
   AnswerBufferPool* answer_pool = nullptr;
 };
 
@@ -66,7 +61,7 @@ class Batcher {
   struct Request {
     absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
     DataType out_type = DataType::kFloat32;
-    AnswerBuffer* out = nullptr;  // set to the rows before `done` runs (on OK); valid until done
+    AnswerBuffer* out = nullptr;  // holds the rows when `done` runs with OK (else empty)
     absl::Time deadline = absl::InfiniteFuture();
     std::function<bool()> is_cancelled;  // may be empty
     absl::AnyInvocable<void(const absl::Status&)> done;
@@ -104,12 +99,9 @@ class Batcher {
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
   struct Finishing;
-  // Copies the batch's rows into each caller's answer buffer, then finishes the first caller's
-  // call and hands the others to the finishing threads.
-  void Answer(Batch& batch, const absl::Status& status, absl::Span<const std::byte> rows,
-              const StageTimes& times);
-  // Acquires each caller's answer buffer and copies its rows in, on the copy threads.
-  void CopyRows(Batch& batch, absl::Span<const std::byte> rows);
+  // Records the batch's stage times, then finishes the first caller's call and hands the others
+  // to the finishing threads.
+  void Answer(Batch& batch, const absl::Status& status, const StageTimes& times);
   // Finishes caller i of `f`; whichever call is finished last ends the batch.
   void FinishCall(Finishing& f, size_t i);
 
@@ -127,9 +119,6 @@ class Batcher {
   int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  // Copy rows into the answer buffers, apart from the finishers, so that a batch's copy (which
-  // holds the store's output) never waits behind finishing calls (about 1 ms each for 6 MiB).
-  ThreadPool copiers_;
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
   ThreadPool finishers_;
   std::thread worker_;

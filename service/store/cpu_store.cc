@@ -22,18 +22,23 @@ CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows, in
       max_batch_ids_(max_batch_ids),
       data_(std::move(rows)) {}
 
-void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) {
-  // A thread-local scratch buffer: batcher threads reuse it, so steady state allocates nothing.
-  thread_local std::vector<std::byte> scratch;
-  const size_t bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
-  if (scratch.size() < bytes) {
-    scratch.resize(bytes);
+void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
+  const size_t row_bytes = static_cast<size_t>(dim_) * ElementSize(out_type);
+  if (absl::Status s = CheckRowsOut(ids.size(), row_bytes, outs); !s.ok()) {
+    done(s, StageTimes{});
+    return;
   }
+  // Each caller's rows are gathered straight into its span.
   const auto start = std::chrono::steady_clock::now();
-  kernels::CpuGather(data_->data(), dtype_, dim_, ids, out_type, scratch.data());
+  size_t first = 0;
+  for (absl::Span<std::byte> out : outs) {
+    const size_t n = out.size() / row_bytes;
+    kernels::CpuGather(data_->data(), dtype_, dim_, ids.subspan(first, n), out_type, out.data());
+    first += n;
+  }
   StageTimes times;
   times.gather = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  done(absl::OkStatus(), absl::MakeConstSpan(scratch.data(), bytes), times);
+  done(absl::OkStatus(), times);
 }
 
 }  // namespace emb::service

@@ -1,5 +1,5 @@
 // CpuStore: a table in host memory (read once from its file into huge pages), gathered on the
-// calling thread. Thread-safe: LookUp only reads the table; each call uses its own scratch buffer.
+// calling thread. Thread-safe: LookUp only reads the table and writes its callers' spans.
 #ifndef EMB_SERVICE_STORE_CPU_STORE_H_
 #define EMB_SERVICE_STORE_CPU_STORE_H_
 
@@ -27,8 +27,8 @@ class CpuStore final : public EmbeddingStore {
   const std::string& device() const override { return device_; }
   int64_t max_batch_ids() const override { return max_batch_ids_; }
 
-  // Gathers on the calling thread and calls `done` before returning.
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override;
+  // Gathers into `outs` on the calling thread and calls `done` before returning.
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
 
  private:
   CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows, int64_t max_batch_ids);

@@ -13,8 +13,10 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/common/host_allocator.h"
 
 namespace emb::service {
 
@@ -23,14 +25,18 @@ struct StageTimes {
   double copy_in = 0;
   double gather = 0;
   double copy_out = 0;
+  // The host's copies of rows from the store's own buffer into the callers' buffers; 0 where the
+  // gather or the copy engines wrote every row straight into them.
+  double host_copy = 0;
 };
 
 class EmbeddingStore {
  public:
-  // Called exactly once per LookUp, on some store or batcher thread. `rows` holds
-  // ids.size() * dim() elements of the requested type and is valid only during the call.
-  using Done = absl::AnyInvocable<void(const absl::Status& status, absl::Span<const std::byte> rows,
-                                       const StageTimes& times)>;
+  // Where a batch's rows go: one span per caller, in id order, each a whole number of rows of
+  // the answer type; together they hold ids.size() rows.
+  using RowsOut = absl::Span<const absl::Span<std::byte>>;
+  // Called exactly once per LookUp, on some store or batcher thread; on OK the rows are in `outs`.
+  using Done = absl::AnyInvocable<void(const absl::Status& status, const StageTimes& times)>;
 
   virtual ~EmbeddingStore() = default;
 
@@ -50,12 +56,35 @@ class EmbeddingStore {
   // so that calling LookUp never waits for a gather; false where LookUp does the gather before it
   // returns (CpuStore).
   virtual bool asynchronous() const { return false; }
+  // The host memory this store writes rows into fastest (GpuStore: pinned and mapped, which the
+  // device writes into directly); nullptr where any memory will do.
+  virtual const HostAllocator* answer_allocator() const { return nullptr; }
 
-  // Gathers rows ids[i], converted to `out_type`. Ids were checked by the caller (all in
-  // [0, rows())) and number at most max_batch_ids(); `ids` must stay valid until `done` runs.
-  // Errors: INTERNAL with the CUDA error's name for a device failure.
-  virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) = 0;
+  // Gathers rows ids[i], converted to `out_type`, into `outs`. Ids were checked by the caller
+  // (all in [0, rows())) and number at most max_batch_ids(); `ids`, `outs` and the memory they
+  // point to must stay valid until `done` runs. Errors: INTERNAL with the CUDA error's name for a
+  // device failure, or for `outs` that do not hold the rows (see CheckRowsOut).
+  virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs,
+                      Done done) = 0;
 };
+
+// OK if `outs` are whole rows of `row_bytes` that together hold `ids` rows; else INTERNAL, saying
+// which span is off.
+inline absl::Status CheckRowsOut(size_t ids, size_t row_bytes, EmbeddingStore::RowsOut outs) {
+  size_t rows = 0;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (row_bytes == 0 || outs[i].size() % row_bytes != 0) {
+      return absl::InternalError(absl::StrCat("answer span ", i, " holds ", outs[i].size(),
+                                              " bytes, not whole rows of ", row_bytes));
+    }
+    rows += outs[i].size() / row_bytes;
+  }
+  if (rows != ids) {
+    return absl::InternalError(
+        absl::StrCat("the answer spans hold ", rows, " rows for ", ids, " ids"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace emb::service
 

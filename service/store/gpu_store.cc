@@ -214,7 +214,22 @@ class TableUpload {
   cudaError_t synced_ = cudaSuccess;
 };
 
+void* AllocatePinnedAnswer(size_t bytes) {
+  void* p = nullptr;
+  if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+    (void)cudaGetLastError();  // not sticky: the pool falls back to ordinary memory
+    return nullptr;
+  }
+  return p;
+}
+
+void FreePinnedAnswer(void* p) { (void)cudaFreeHost(p); }
+
+constexpr HostAllocator kPinnedAnswers{"cudaHostAlloc", &AllocatePinnedAnswer, &FreePinnedAnswer};
+
 }  // namespace
+
+const HostAllocator* GpuStore::answer_allocator() const { return &kPinnedAnswers; }
 
 absl::Status GpuStore::Check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) {
@@ -320,19 +335,74 @@ absl::Status GpuStore::MakeSlots(int count) {
   return absl::OkStatus();
 }
 
-absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type) {
+std::byte* GpuStore::DeviceView(absl::Span<std::byte> out) const {
+  if (out.empty() || out.size() < options_.direct_answer_min_bytes) {
+    return nullptr;
+  }
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, out.data()) != cudaSuccess) {
+    (void)cudaGetLastError();  // not an error of this batch: the span is staged instead
+    return nullptr;
+  }
+  return attributes.type == cudaMemoryTypeHost ? static_cast<std::byte*>(attributes.devicePointer)
+                                               : nullptr;
+}
+
+template <typename F>
+absl::Status GpuStore::ForEachRun(const Slot& slot, RowsOut outs, size_t row_bytes, F&& f) {
+  size_t first_id = 0;
+  size_t first_byte = 0;
+  for (size_t i = 0; i < outs.size();) {
+    size_t end = i + 1;
+    size_t bytes = outs[i].size();
+    if (slot.views[i] == nullptr) {
+      for (; end < outs.size() && slot.views[end] == nullptr; ++end) {
+        bytes += outs[end].size();
+      }
+    }
+    RETURN_IF_ERROR(f(i, end, first_id, first_byte, bytes, slot.views[i]));
+    first_id += bytes / row_bytes;
+    first_byte += bytes;
+    i = end;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type,
+                               RowsOut outs) {
   cudaStream_t stream = slot.stream.get();
-  const auto num_ids = static_cast<int64_t>(ids.size());
+  const size_t row_bytes = static_cast<size_t>(dim_) * ElementSize(out_type);
   std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
   RETURN_IF_ERROR(Check(cudaSetDevice(device_), "cudaSetDevice"));
+  slot.views.clear();
+  slot.staged.clear();
+  for (absl::Span<std::byte> out : outs) {
+    slot.views.push_back(DeviceView(out));
+  }
+  // The rows of staged spans land in h_out at their place in the batch's answer.
+  auto stage = [&](size_t first, size_t end, size_t first_byte) {
+    for (size_t i = first; i < end; first_byte += outs[i].size(), ++i) {
+      slot.staged.push_back(Staged{first_byte, outs[i].data(), outs[i].size()});
+    }
+  };
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
   slot.zero_copy = slot.out_bytes <= options_.zero_copy_max_bytes;
   if (slot.zero_copy) {
-    // One launch: the kernel reads the ids from and writes the rows to mapped pinned memory, so
-    // a small batch skips two copies and their launch latency.
-    RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
-                                          slot.mapped_ids, num_ids, slot.mapped_out, out_type,
-                                          stream));
+    // One launch a run: the kernel reads the ids from mapped pinned memory and writes the rows
+    // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
+    // launch latency.
+    RETURN_IF_ERROR(
+        ForEachRun(slot, outs, row_bytes,
+                   [&](size_t first, size_t end, size_t first_id, size_t first_byte, size_t bytes,
+                       std::byte* view) -> absl::Status {
+                     if (view == nullptr) {
+                       stage(first, end, first_byte);
+                       view = slot.mapped_out + first_byte;
+                     }
+                     return kernels::LaunchGather(
+                         tuning_, d_table_.data(), dtype_, rows_, dim_, slot.mapped_ids + first_id,
+                         static_cast<int64_t>(bytes / row_bytes), view, out_type, stream);
+                   }));
     return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
   RETURN_IF_ERROR(
@@ -341,16 +411,32 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
             "copy ids to the device"));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), dtype_, rows_, dim_,
-                                        slot.d_ids.data(), num_ids, slot.d_out.data(), out_type,
-                                        stream));
+                                        slot.d_ids.data(), static_cast<int64_t>(ids.size()),
+                                        slot.d_out.data(), out_type, stream));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
-  RETURN_IF_ERROR(Check(cudaMemcpyAsync(slot.h_out.data(), slot.d_out.data(), slot.out_bytes,
-                                        cudaMemcpyDeviceToHost, stream),
-                        "copy rows to the host"));
+  // One copy a run: into the caller's pinned answer, or into h_out.
+  RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes,
+                             [&](size_t first, size_t end, size_t, size_t first_byte, size_t bytes,
+                                 std::byte* view) -> absl::Status {
+                               std::byte* dst = outs[first].data();
+                               if (view == nullptr) {
+                                 stage(first, end, first_byte);
+                                 dst = slot.h_out.data() + first_byte;
+                               }
+                               return Check(cudaMemcpyAsync(dst, slot.d_out.data() + first_byte,
+                                                            bytes, cudaMemcpyDeviceToHost, stream),
+                                            "copy rows to the host");
+                             }));
   return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }
 
-void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) {
+void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
+  if (absl::Status s =
+          CheckRowsOut(ids.size(), static_cast<size_t>(dim_) * ElementSize(out_type), outs);
+      !s.ok()) {
+    done(s, StageTimes{});
+    return;
+  }
   Slot* slot;
   {
     absl::MutexLock lock(&mu_);
@@ -360,10 +446,10 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, Done don
     free_.pop_back();
   }
   slot->out_bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
-  if (absl::Status s = Enqueue(*slot, ids, out_type); !s.ok()) {
+  if (absl::Status s = Enqueue(*slot, ids, out_type, outs); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());
-    done(s, {}, StageTimes{});
+    done(s, StageTimes{});
     Release(slot);
     return;
   }
@@ -405,11 +491,16 @@ void GpuStore::Complete() {
       (void)cudaEventElapsedTime(&ms[2], slot->gathered.get(), slot->copied_out.get());
       times = StageTimes{ms[0] / 1e3, ms[1] / 1e3, ms[2] / 1e3};
     }
+    if (s.ok() && !slot->staged.empty()) {
+      const auto copy_start = std::chrono::steady_clock::now();
+      for (const Staged& piece : slot->staged) {
+        std::memcpy(piece.dst, slot->h_out.data() + piece.offset, piece.bytes);
+      }
+      times.host_copy =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
+    }
     Done done = std::move(slot->done);
-    done(s,
-         s.ok() ? absl::MakeConstSpan(slot->h_out.data(), slot->out_bytes)
-                : absl::Span<const std::byte>(),
-         times);
+    done(s, times);
     Release(slot);
     answered = true;
   }

@@ -3,13 +3,16 @@
 // A slot owns a stream, pinned host buffers and device buffers sized at start-up for
 // max_batch_ids ids, so the request path allocates nothing. LookUp takes a free slot (blocking
 // while all are busy: the batcher's back-pressure), copies the ids into pinned memory and
-// enqueues copy-in, gather and copy-out on the slot's stream (or, for a small batch, one gather
-// that reads and writes the mapped pinned buffers); completion threads, one per slot, wait for
-// the batches and hand their pinned rows to `done`, so several batches are answered at once. With
-// several slots the copies and gather of one batch overlap the next. A completion thread that
-// has just answered polls briefly for the next batch instead of sleeping, since waking a thread
-// costs more than a small batch's whole gather; it does so only while batches come sparsely, since
-// under a steady stream the spinning core costs more than the wake-ups. Thread-safe.
+// enqueues copy-in, gather and copy-out on the slot's stream (or, for a small batch, gathers that
+// read the ids from mapped pinned memory and write the rows to host memory directly). Rows go
+// straight into each caller's span where it is pinned (answer_allocator()'s memory) and large
+// enough to be worth its own copy or launch; the other spans' rows pass through the slot's pinned
+// buffer and are copied on the host. Completion threads, one per slot, wait for the batches and
+// call `done`, so several batches are answered at once. With several slots the copies and gather
+// of one batch overlap the next. A completion thread that has just answered polls briefly for the
+// next batch instead of sleeping, since waking a thread costs more than a small batch's whole
+// gather; it does so only while batches come sparsely, since under a steady stream the spinning
+// core costs more than the wake-ups. Thread-safe.
 #ifndef EMB_SERVICE_STORE_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_STORE_H_
 
@@ -57,12 +60,21 @@ class GpuStore final : public EmbeddingStore {
   const std::string& device() const override { return device_name_; }
   int64_t max_batch_ids() const override { return max_batch_ids_; }
   bool asynchronous() const override { return true; }
+  // Pinned host memory, mapped into every device's address space (cudaHostAlloc).
+  const HostAllocator* answer_allocator() const override;
   // How the table's upload at Create went.
   const LoadStats& load_stats() const { return load_stats_; }
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override;
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
 
  private:
+  // Rows that reach a caller's span through the slot's pinned buffer: a host copy once the batch
+  // is done.
+  struct Staged {
+    size_t offset;  // in h_out
+    std::byte* dst;
+    size_t bytes;
+  };
   struct Slot {
     kernels::CudaStream stream;
     kernels::CudaEvent start, copied_in, gathered, copied_out;
@@ -75,6 +87,8 @@ class GpuStore final : public EmbeddingStore {
     // Set while the slot holds a batch.
     size_t out_bytes = 0;
     bool zero_copy = false;
+    std::vector<std::byte*> views;  // per span: where the device writes it; nullptr: staged
+    std::vector<Staged> staged;
     Done done;
   };
 
@@ -83,7 +97,15 @@ class GpuStore final : public EmbeddingStore {
   absl::Status Load(const TableSource& source);
   absl::Status MakeSlots(int count);
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
-  absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type);
+  absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type, RowsOut outs);
+  // Where the device may write `out` directly (its address in the device's view of pinned
+  // memory), or nullptr: not pinned and mapped, or under options_.direct_answer_min_bytes.
+  std::byte* DeviceView(absl::Span<std::byte> out) const;
+  // Calls f(first, end, first_id, first_byte, bytes, view) for each run of spans [first, end) of
+  // `outs`: one span that the device writes directly (view non-null), or consecutive staged spans
+  // (view nullptr). first_id and first_byte: where the run starts in the batch's ids and answer.
+  template <typename F>
+  static absl::Status ForEachRun(const Slot& slot, RowsOut outs, size_t row_bytes, F&& f);
   void Complete();
   // The next batch in flight, in enqueue order; nullptr once stopping with none left. With
   // `may_poll`, and no other thread polling, polls (see PollForWork) before it sleeps.

@@ -1,5 +1,6 @@
 #include "service/batch/answer_buffer.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -143,6 +144,59 @@ TEST(AnswerBuffer, MovingTransfersTheBlockAndAssigningReturnsTheOldOne) {
 TEST(AnswerBufferPool, DefaultIsOneProcessWidePool) {
   EXPECT_EQ(&AnswerBufferPool::Default(), &AnswerBufferPool::Default());
   EXPECT_EQ(AnswerBufferPool::Default().max_bytes(), AnswerBufferPool::kDefaultMaxBytes);
+}
+
+// A HostAllocator over new[] that counts its blocks, or that has none to give.
+struct CountingAllocator {
+  static void* Allocate(size_t bytes) {
+    if (refuse.load()) {
+      return nullptr;
+    }
+    live.fetch_add(1);
+    return new std::byte[bytes];
+  }
+  static void Release(void* p) {
+    live.fetch_sub(1);
+    delete[] static_cast<std::byte*>(p);
+  }
+  static inline std::atomic<int> live{0};
+  static inline std::atomic<bool> refuse{false};
+  static constexpr HostAllocator kAllocator{"counting", &Allocate, &Release};
+};
+
+TEST(AnswerBufferPool, PooledBlocksComeFromItsAllocatorAndGoBackToIt) {
+  {
+    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &CountingAllocator::kAllocator);
+    AnswerBuffer a = pool.Acquire(10 * kKiB);
+    std::memset(a.data(), 0x5a, a.size());
+    EXPECT_EQ(CountingAllocator::live.load(), 1);
+    AnswerBuffer past_bound = pool.Acquire(100 * kKiB);  // never pooled: from new[]
+    std::memset(past_bound.data(), 0x5a, past_bound.size());
+    EXPECT_FALSE(past_bound.pooled());
+    EXPECT_EQ(CountingAllocator::live.load(), 1);
+    a = AnswerBuffer();  // back to the pool, still the allocator's
+    EXPECT_EQ(CountingAllocator::live.load(), 1);
+    EXPECT_EQ(pool.stats().fallbacks, 0);
+  }
+  EXPECT_EQ(CountingAllocator::live.load(), 0);  // the pool released its idle block
+}
+
+TEST(AnswerBufferPool, WhenItsAllocatorHasNoneAPooledBlockComesFromNew) {
+  AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &CountingAllocator::kAllocator);
+  CountingAllocator::refuse = true;
+  AnswerBuffer a = pool.Acquire(10 * kKiB);
+  CountingAllocator::refuse = false;
+  std::memset(a.data(), 0x5a, a.size());
+  EXPECT_TRUE(a.pooled());
+  EXPECT_EQ(CountingAllocator::live.load(), 0);
+  EXPECT_EQ(pool.stats().fallbacks, 1);
+}
+
+TEST(AnswerBufferPool, ForGivesOneProcessWidePoolPerAllocator) {
+  EXPECT_EQ(&AnswerBufferPool::For(nullptr), &AnswerBufferPool::Default());
+  AnswerBufferPool& counting = AnswerBufferPool::For(&CountingAllocator::kAllocator);
+  EXPECT_EQ(&AnswerBufferPool::For(&CountingAllocator::kAllocator), &counting);
+  EXPECT_NE(&counting, &AnswerBufferPool::Default());
 }
 
 // Many threads acquire buffers of mixed sizes, each writes a pattern of its own into its buffer

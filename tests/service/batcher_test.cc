@@ -86,13 +86,13 @@ class GateStore final : public WrappingStore {
 
   GateStore(EmbeddingStore* inner, bool open) : WrappingStore(inner), open_(open) {}
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
     {
       absl::MutexLock lock(&mu_);
       calls_.push_back(Call{ids.size(), out_type});
       mu_.Await(absl::Condition(&open_));
     }
-    inner_->LookUp(ids, out_type, std::move(done));
+    inner_->LookUp(ids, out_type, outs, std::move(done));
   }
 
   void Open() {
@@ -124,8 +124,8 @@ void PrintTo(const GateStore::Call& c, std::ostream* os) {
 class FailingStore final : public WrappingStore {
  public:
   explicit FailingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  void LookUp(absl::Span<const int64_t>, DataType, Done done) override {
-    done(absl::InternalError("cudaErrorMemoryAllocation: out of memory"), {}, StageTimes{});
+  void LookUp(absl::Span<const int64_t>, DataType, RowsOut, Done done) override {
+    done(absl::InternalError("cudaErrorMemoryAllocation: out of memory"), StageTimes{});
   }
 };
 
@@ -139,15 +139,15 @@ class ThreadRecordingStore final : public WrappingStore {
 
   bool asynchronous() const override { return asynchronous_; }
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, Done done) override {
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
     if (!asynchronous_) {
       Record(std::this_thread::get_id());
-      inner_->LookUp(ids, out_type, std::move(done));
+      inner_->LookUp(ids, out_type, outs, std::move(done));
       return;
     }
     absl::MutexLock lock(&mu_);
     threads_.push_back(std::this_thread::get_id());
-    pending_.push_back(Pending{ids, out_type, std::move(done)});
+    pending_.push_back(Pending{ids, out_type, outs, std::move(done)});
   }
 
   // Waits until `n` LookUps have come, then gathers the pending ones.
@@ -161,7 +161,7 @@ class ThreadRecordingStore final : public WrappingStore {
       batches.swap(pending_);
     }
     for (Pending& p : batches) {
-      inner_->LookUp(p.ids, p.out_type, std::move(p.done));
+      inner_->LookUp(p.ids, p.out_type, p.outs, std::move(p.done));
     }
   }
   std::vector<std::thread::id> threads() const {
@@ -173,6 +173,7 @@ class ThreadRecordingStore final : public WrappingStore {
   struct Pending {
     absl::Span<const int64_t> ids;
     DataType out_type;
+    RowsOut outs;
     Done done;
   };
   void Record(std::thread::id id) {
@@ -184,6 +185,39 @@ class ThreadRecordingStore final : public WrappingStore {
   mutable absl::Mutex mu_;
   std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
+};
+
+// A store that offers its own host memory for answers: blocks from new[], each recorded.
+class AllocatingStore final : public WrappingStore {
+ public:
+  explicit AllocatingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
+  const HostAllocator* answer_allocator() const override { return &kAllocator; }
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+    inner_->LookUp(ids, out_type, outs, std::move(done));
+  }
+  // Whether `p` is the start of a block from this store's allocator that is not yet released.
+  static bool Allocated(const void* p) {
+    absl::MutexLock lock(&mu_);
+    return std::find(blocks_->begin(), blocks_->end(), p) != blocks_->end();
+  }
+
+ private:
+  static void* Allocate(size_t bytes) {
+    void* p = new std::byte[bytes];
+    absl::MutexLock lock(&mu_);
+    blocks_->push_back(p);
+    return p;
+  }
+  static void Release(void* p) {
+    {
+      absl::MutexLock lock(&mu_);
+      blocks_->erase(std::find(blocks_->begin(), blocks_->end(), p));
+    }
+    delete[] static_cast<std::byte*>(p);
+  }
+  static constexpr HostAllocator kAllocator{"test", &Allocate, &Release};
+  static inline absl::Mutex mu_;
+  static inline auto* blocks_ = new std::vector<void*>;  // never destroyed: pools outlive tests
 };
 
 // One caller: its ids, its answer buffer and what `done` reported.
@@ -713,12 +747,11 @@ TEST_F(BatcherTest, StoreErrorReachesEveryCallerInTheBatch) {
 
 // --- Answers ------------------------------------------------------------------------------------
 
-TEST_F(BatcherTest, LargeCallersAreCopiedInPiecesOnTheAnswerThreads) {
+TEST_F(BatcherTest, EachCallerOfABatchGetsItsRowsInItsOwnPooledBuffer) {
   AnswerBufferPool pool;  // outlives the calls' answers
   BatcherOptions options;
   options.max_queue_delay = kForever;
   options.answer_threads = 3;
-  options.answer_piece_bytes = 1024;  // every caller but the 1- and 7-id ones is split
   options.answer_pool = &pool;
   Batcher batcher(store_.get(), options, table_metrics_, &clock_);
   std::vector<std::unique_ptr<Call>> calls;
@@ -735,6 +768,17 @@ TEST_F(BatcherTest, LargeCallersAreCopiedInPiecesOnTheAnswerThreads) {
     EXPECT_TRUE(call->out.pooled());
   }
   EXPECT_EQ(pool.stats().allocated, static_cast<int64_t>(calls.size()));
+}
+
+TEST_F(BatcherTest, AnswersComeFromThePoolOfTheStoresAllocator) {
+  AllocatingStore allocating(store_.get());
+  Batcher batcher(&allocating, BatcherOptions{}, table_metrics_, &clock_);
+  Call call(Iota(5, 300), DataType::kBFloat16);
+  ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
+  call.done.WaitForNotification();
+  EXPECT_EQ(CheckRows(call), "");
+  EXPECT_TRUE(AllocatingStore::Allocated(call.out.data()));
+  EXPECT_TRUE(call.out.pooled());
 }
 
 TEST_F(BatcherTest, AFinishedAnswersBufferServesTheNextCall) {

@@ -43,11 +43,12 @@ TEST(GpuDeviceLoss, StickyErrorCallsOnDeviceLostAndFailsTheBatch) {
   absl::Status status;
   absl::BlockingCounter done(1);
   const std::vector<int64_t> ids = {1, 2, 3};
-  (*store)->LookUp(ids, DataType::kFloat32,
-                   [&](const absl::Status& s, absl::Span<const std::byte>, const StageTimes&) {
-                     status = s;
-                     done.DecrementCount();
-                   });
+  std::vector<std::byte> answer(ids.size() * 16 * sizeof(float));
+  const absl::Span<std::byte> outs[] = {absl::MakeSpan(answer)};
+  (*store)->LookUp(ids, DataType::kFloat32, outs, [&](const absl::Status& s, const StageTimes&) {
+    status = s;
+    done.DecrementCount();
+  });
   done.Wait();
   EXPECT_EQ(status.code(), absl::StatusCode::kInternal) << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr(cudaGetErrorName(broken)));

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -68,22 +70,71 @@ class GpuStoreTest : public ::testing::Test {
   int files_ = 0;
 };
 
-// Runs one LookUp and returns its rows (or the error).
+// One caller's share of a batch: its ids, and whether its answer is in the store's pinned memory
+// (answer_allocator()) or in ordinary memory.
+struct Share {
+  size_t ids;
+  bool pinned;
+};
+
+// An answer buffer of `bytes`, filled with 0xa5 so that a row left unwritten shows.
+class OutBuffer {
+ public:
+  OutBuffer(size_t bytes, const HostAllocator* pinned) : bytes_(bytes), pinned_(pinned) {
+    if (pinned_ != nullptr) {
+      data_ = static_cast<std::byte*>(pinned_->allocate(std::max<size_t>(bytes, 1)));
+    } else {
+      pageable_.resize(bytes);
+      data_ = pageable_.data();
+    }
+    std::memset(data_, 0xa5, bytes);
+  }
+  ~OutBuffer() {
+    if (pinned_ != nullptr) {
+      pinned_->release(data_);
+    }
+  }
+  OutBuffer(const OutBuffer&) = delete;
+  OutBuffer& operator=(const OutBuffer&) = delete;
+  absl::Span<std::byte> span() const { return absl::MakeSpan(data_, bytes_); }
+
+ private:
+  size_t bytes_;
+  const HostAllocator* pinned_;
+  std::vector<std::byte> pageable_;
+  std::byte* data_ = nullptr;
+};
+
+// Runs one LookUp whose callers are `shares` (empty: one caller in ordinary memory) and returns
+// their rows, concatenated (or the error).
 absl::StatusOr<std::string> Gather(EmbeddingStore& store, const std::vector<int64_t>& ids,
-                                   DataType out_type) {
-  absl::StatusOr<std::string> result;
+                                   DataType out_type, std::vector<Share> shares = {}) {
+  if (shares.empty()) {
+    shares.push_back(Share{ids.size(), false});
+  }
+  const size_t row_bytes = static_cast<size_t>(store.dim()) * ElementSize(out_type);
+  std::vector<std::unique_ptr<OutBuffer>> buffers;
+  std::vector<absl::Span<std::byte>> outs;
+  for (const Share& share : shares) {
+    const HostAllocator* pinned = share.pinned ? store.answer_allocator() : nullptr;
+    buffers.push_back(std::make_unique<OutBuffer>(share.ids * row_bytes, pinned));
+    outs.push_back(buffers.back()->span());
+  }
+  absl::Status status;
   absl::BlockingCounter done(1);
-  store.LookUp(ids, out_type,
-               [&](const absl::Status& s, absl::Span<const std::byte> rows, const StageTimes&) {
-                 if (s.ok()) {
-                   result = std::string(reinterpret_cast<const char*>(rows.data()), rows.size());
-                 } else {
-                   result = s;
-                 }
-                 done.DecrementCount();
-               });
+  store.LookUp(ids, out_type, outs, [&](const absl::Status& s, const StageTimes&) {
+    status = s;
+    done.DecrementCount();
+  });
   done.Wait();
-  return result;
+  if (!status.ok()) {
+    return status;
+  }
+  std::string rows;
+  for (absl::Span<std::byte> out : outs) {
+    rows.append(reinterpret_cast<const char*>(out.data()), out.size());
+  }
+  return rows;
 }
 
 TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
@@ -152,8 +203,15 @@ TEST_P(GpuStorePollTest, ManyBatchesInFlightEachGetTheirRows) {
           id = static_cast<int64_t>(rng() % 5000);
         }
         const DataType out = static_cast<DataType>(1 + rng() % 3);
-        auto got = Gather(**gpu, ids, out);
-        auto want = Gather(**cpu, ids, out);
+        // Up to three callers, each pinned or not, as the batcher would hand them over.
+        std::vector<Share> shares;
+        for (size_t left = ids.size(); left > 0;) {
+          const size_t n = shares.size() == 2 ? left : 1 + rng() % left;
+          shares.push_back(Share{n, rng() % 2 == 0});
+          left -= n;
+        }
+        auto got = Gather(**gpu, ids, out, shares);
+        auto want = Gather(**cpu, ids, out, shares);
         if (!got.ok() || !want.ok() || *got != *want) {
           ++wrong;
         }
@@ -167,6 +225,57 @@ TEST_P(GpuStorePollTest, ManyBatchesInFlightEachGetTheirRows) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CompletionPollUs, GpuStorePollTest, ::testing::Values(0, 500));
+
+// Callers whose answers are pinned and large get their rows from the device directly; the others
+// (small, or in ordinary memory) through the slot's pinned buffer and a host copy. A batch mixing
+// both, with the runs of staged callers between direct ones, through the copy engines and
+// through zero-copy gathers, must give every caller exactly its rows.
+TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
+  StoreOptions options;
+  options.max_batch_ids = 2048;
+  options.inflight_batches = 2;
+  auto source = RandomTable(DataType::kFloat32, 3000, 128);  // 512-byte rows
+  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  ASSERT_THAT(cpu.status(), IsOk());
+  // With 64 KiB (128 float32 rows) the direct minimum: staged, direct, staged (ordinary memory,
+  // large), direct, then a staged run of three (an empty caller, one row, seven pinned rows).
+  const std::vector<Share> shares = {{3, true}, {200, true}, {150, false}, {130, true},
+                                     {0, true}, {1, false},  {7, true}};
+  std::vector<int64_t> ids(491);
+  std::mt19937_64 rng(7);
+  for (int64_t& id : ids) {
+    id = static_cast<int64_t>(rng() % 3000);
+  }
+  for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
+    for (size_t direct_min : {size_t{64} << 10, size_t{0}}) {
+      options.zero_copy_max_bytes = zero_copy_max_bytes;
+      options.direct_answer_min_bytes = direct_min;
+      auto gpu = GpuStore::Create(*source, 0, options);
+      ASSERT_THAT(gpu.status(), IsOk());
+      ASSERT_NE((*gpu)->answer_allocator(), nullptr);
+      for (DataType out : {DataType::kFloat32, DataType::kFloat16}) {
+        auto got = Gather(**gpu, ids, out, shares);
+        auto want = Gather(**cpu, ids, out, shares);
+        ASSERT_THAT(got.status(), IsOk());
+        ASSERT_THAT(want.status(), IsOk());
+        EXPECT_TRUE(*got == *want) << DataTypeName(out) << ", zero-copy up to "
+                                   << zero_copy_max_bytes << " bytes, direct from " << direct_min;
+      }
+    }
+  }
+}
+
+TEST_F(GpuStoreTest, SpansThatDoNotHoldTheRowsAreAnInternalError) {
+  StoreOptions options;
+  options.max_batch_ids = 64;
+  options.inflight_batches = 1;
+  auto source = RandomTable(DataType::kFloat32, 100, 8);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  const std::vector<int64_t> ids = {1, 2, 3};
+  EXPECT_THAT(Gather(**gpu, ids, DataType::kFloat32, {{2, false}}).status(),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("2 rows for 3 ids")));
+}
 
 // Every row of `source` through both stores, as `source`'s own type; "" when they agree.
 std::string CompareAllRows(EmbeddingStore& gpu, EmbeddingStore& cpu, int64_t rows) {

@@ -191,15 +191,15 @@ absl::Status CheckRows(GpuStore& store, const TableSource& source) {
   while (ids.size() < 64) {
     ids.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(source.rows())));
   }
-  std::string got;
+  std::string got(ids.size() * source.row_bytes(), '\0');
+  const absl::Span<std::byte> outs[] = {
+      absl::MakeSpan(reinterpret_cast<std::byte*>(got.data()), got.size())};
   absl::Status status;
   absl::BlockingCounter done(1);
-  store.LookUp(ids, source.dtype(),
-               [&](const absl::Status& s, absl::Span<const std::byte> rows, const StageTimes&) {
-                 status = s;
-                 got.assign(reinterpret_cast<const char*>(rows.data()), rows.size());
-                 done.DecrementCount();
-               });
+  store.LookUp(ids, source.dtype(), outs, [&](const absl::Status& s, const StageTimes&) {
+    status = s;
+    done.DecrementCount();
+  });
   done.Wait();
   if (!status.ok()) {
     return status;
