@@ -57,6 +57,13 @@ ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
 ABSL_FLAG(int32_t, answer_threads, -1,
           "Threads per table that finish the calls after each batch's first (serializing and "
           "sending their answers); -1: a quarter of the cores (at most 8).");
+ABSL_FLAG(int32_t, inline_batches, 1,
+          "GPU, with --max_queue_delay_us=0: a call that finds its table's queue empty and fewer "
+          "than this many batches in flight starts its batch on the gRPC thread instead of "
+          "queueing it for the batcher thread (at most --inflight_batches; 0: never).");
+ABSL_FLAG(int64_t, answer_pool_bytes, int64_t{1} << 30,
+          "Most bytes of answer buffers kept for reuse (pinned memory for GPU tables); answers "
+          "beyond it use memory allocated per call, which a GPU table fills through a host copy.");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "Calls in progress that one client connection may have (HTTP/2 "
           "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on the client, so that a flood queues "
@@ -197,6 +204,11 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.store.load_readers = absl::GetFlag(FLAGS_load_readers);
   c.store.on_device_lost = ExitOnDeviceLoss;
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
+  c.batcher.inline_batches = absl::GetFlag(FLAGS_inline_batches);
+  if (absl::GetFlag(FLAGS_answer_pool_bytes) < 0) {
+    return absl::InvalidArgumentError("--answer_pool_bytes must not be negative");
+  }
+  c.answer_pool_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_answer_pool_bytes));
   c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   c.tls_key = absl::GetFlag(FLAGS_tls_key);
   c.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);

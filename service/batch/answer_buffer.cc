@@ -82,7 +82,7 @@ void AnswerBuffer::Recycle(void* handle) {
 }
 
 AnswerBufferPool::AnswerBufferPool(size_t max_bytes, const HostAllocator* allocator)
-    : max_bytes_(max_bytes), allocator_(allocator) {}
+    : allocator_(allocator), max_bytes_(max_bytes) {}
 
 AnswerBufferPool::~AnswerBufferPool() {
   absl::MutexLock lock(&mu_);
@@ -170,6 +170,16 @@ void AnswerBufferPool::Return(AnswerBuffer::Block* block) {
   absl::MutexLock lock(&mu_);
   idle_[block->size_class].push_back(block);
   stats_.idle_bytes += block->capacity;
+}
+
+size_t AnswerBufferPool::max_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return max_bytes_;
+}
+
+void AnswerBufferPool::SetMaxBytes(size_t max_bytes) {
+  absl::MutexLock lock(&mu_);
+  max_bytes_ = max_bytes;
 }
 
 AnswerBufferPool::Stats AnswerBufferPool::stats() const {

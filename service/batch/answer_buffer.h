@@ -64,8 +64,9 @@ class AnswerBuffer {
 
 class AnswerBufferPool {
  public:
-  // The bound of Default(): 256 MiB of blocks, e.g. 32 answers of 2048 x 768 float32 in flight.
-  static constexpr size_t kDefaultMaxBytes = size_t{256} << 20;
+  // The bound of the process's pools until SetMaxBytes: 1 GiB of blocks, e.g. 128 answers of
+  // 2048 x 768 float32 in flight.
+  static constexpr size_t kDefaultMaxBytes = size_t{1} << 30;
   // The smallest size class; smaller answers get a block of this size.
   static constexpr size_t kMinBlockBytes = size_t{4} << 10;
 
@@ -101,7 +102,10 @@ class AnswerBufferPool {
     int64_t fallbacks = 0;   // pooled blocks from new[] because the allocator had none
   };
   Stats stats() const;
-  size_t max_bytes() const { return max_bytes_; }
+  size_t max_bytes() const;
+  // Changes the bound for the blocks allocated from now on; idle blocks beyond it are freed as
+  // later Acquire()s need room.
+  void SetMaxBytes(size_t max_bytes);
 
  private:
   friend class AnswerBuffer;
@@ -110,9 +114,9 @@ class AnswerBufferPool {
   // Puts a block of this pool on its class's free list.
   void Return(AnswerBuffer::Block* block);
 
-  const size_t max_bytes_;
   const HostAllocator* const allocator_;
   mutable absl::Mutex mu_;
+  size_t max_bytes_ ABSL_GUARDED_BY(mu_);
   std::vector<AnswerBuffer::Block*> idle_[kClasses] ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
 };

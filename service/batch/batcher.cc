@@ -62,7 +62,9 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       answer_pool_(options.answer_pool != nullptr
                        ? options.answer_pool
                        : &AnswerBufferPool::For(store->answer_allocator())),
-      start_when_idle_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()),
+      inline_batches_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()
+                          ? std::clamp(options.inline_batches, 0, store->max_inflight_batches())
+                          : 0),
       finishers_(options.answer_threads),
       worker_([this] { Run(); }) {}
 
@@ -85,13 +87,13 @@ absl::Status Batcher::Submit(Request request) {
           absl::StrCat("table '", store_->name(), "' queue is full: ", queued_ids_,
                        " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
     }
-    if (!start_when_idle_ || !queue_.empty() || inflight_ > 0) {
+    if (!queue_.empty() || inflight_ >= inline_batches_) {
       queued_ids_ += n;
       metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
       queue_.push_back(Entry{std::move(request), clock_->Now()});
       return absl::OkStatus();
     }
-    // Nothing to coalesce with: start the batch here (the store only enqueues it).
+    // Nothing to coalesce with, and a slot free: start the batch here (the store only enqueues it).
     ++inflight_;
     metrics_.inflight_batches->Set(static_cast<double>(inflight_));
     start_now.push_back(Entry{std::move(request), clock_->Now()});

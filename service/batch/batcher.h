@@ -4,8 +4,9 @@
 // the ones behind it with the same answer type, up to max_batch_ids ids, waiting at most
 // max_queue_delay after the oldest arrived (0: take what is queued now; requests that arrive while
 // a batch runs join the next). With max_queue_delay 0 and an asynchronous store, a request that
-// finds the batcher idle (nothing queued, no batch in flight) starts its batch on the submitting
-// thread: that only enqueues the gather, and saves waking the worker (tens of microseconds).
+// finds nothing queued and fewer than inline_batches batches in flight starts its batch on the
+// submitting thread: that only enqueues the gather, and saves waking the worker (tens of
+// microseconds).
 // Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
 // batch's ids are concatenated into one int64 tensor and handed to the store together with each
 // caller's AnswerBuffer (from a pool of the memory the store writes fastest: pinned for a GPU
@@ -41,6 +42,11 @@ struct BatcherOptions {
   int64_t max_batch_ids = 65536;
   absl::Duration max_queue_delay = absl::ZeroDuration();
   int64_t max_queue_ids = 1 << 20;
+  // Batches in flight below which a request that finds the queue empty starts its own batch on the
+  // submitting thread (asynchronous stores, max_queue_delay 0); at most the store's
+  // max_inflight_batches(), so that such a start never waits for the store. 1: only when the
+  // batcher is idle.
+  int inline_batches = 1;
   // Threads that finish the calls after a batch's first (0: the batch's own thread finishes all).
   int answer_threads = 0;
   // Where answer buffers come from; nullptr: the process's pool for the store's
@@ -111,8 +117,9 @@ class Batcher {
   Clock* const clock_;
   const size_t dim_;
   AnswerBufferPool* const answer_pool_;
-  // Whether a request that finds the batcher idle starts its batch on the submitting thread.
-  const bool start_when_idle_;
+  // Batches in flight below which a request that finds the queue empty starts its batch on the
+  // submitting thread; 0: never.
+  const int64_t inline_batches_;
 
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);

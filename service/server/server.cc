@@ -66,6 +66,9 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.store.completion_poll < absl::ZeroDuration()) {
     return absl::InvalidArgumentError("--completion_poll_us must not be negative");
   }
+  if (c.batcher.inline_batches < 0) {
+    return absl::InvalidArgumentError("--inline_batches must not be negative");
+  }
   if (c.batcher.answer_threads < 0) {
     return absl::InvalidArgumentError("--answer_threads must be -1 (automatic) or at least 0");
   }
@@ -192,6 +195,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     TableMetrics tm =
         metrics_->AddTable(store->name(), DataTypeName(store->dtype()), store->device(),
                            store->rows(), store->dim(), static_cast<int64_t>(store->bytes()));
+    AnswerBufferPool::For(store->answer_allocator()).SetMaxBytes(config.answer_pool_bytes);
     ServedTable served;
     served.batcher = std::make_unique<Batcher>(store.get(), config.batcher, tm);
     served.store = std::move(store);

@@ -33,6 +33,8 @@ struct ServerConfig {
   std::string metrics_address = "0.0.0.0:9464";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   BatcherOptions batcher;
+  // The most bytes of answer buffers kept for reuse, per kind of memory (pinned for GPU tables).
+  size_t answer_pool_bytes = AnswerBufferPool::kDefaultMaxBytes;
   ServiceLimits limits;
   // Calls in progress per connection that gRPC lets a client have; more wait on the client
   // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). 0: no limit.

@@ -56,6 +56,8 @@ class EmbeddingStore {
   // so that calling LookUp never waits for a gather; false where LookUp does the gather before it
   // returns (CpuStore).
   virtual bool asynchronous() const { return false; }
+  // Batches that may be in flight at once without LookUp blocking (GpuStore: its slots).
+  virtual int max_inflight_batches() const { return 1; }
   // The host memory this store writes rows into fastest (GpuStore: pinned and mapped, which the
   // device writes into directly); nullptr where any memory will do.
   virtual const HostAllocator* answer_allocator() const { return nullptr; }

@@ -60,6 +60,7 @@ class GpuStore final : public EmbeddingStore {
   const std::string& device() const override { return device_name_; }
   int64_t max_batch_ids() const override { return max_batch_ids_; }
   bool asynchronous() const override { return true; }
+  int max_inflight_batches() const override { return static_cast<int>(slots_.size()); }
   // Pinned host memory, mapped into every device's address space (cudaHostAlloc).
   const HostAllocator* answer_allocator() const override;
   // How the table's upload at Create went.

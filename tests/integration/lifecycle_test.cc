@@ -235,12 +235,26 @@ TEST(ServerLifecycle, BrokenTableFileStopsStartUpBeforeThePortOpens) {
 
 TEST(ServerLifecycle, HelpListsTheFlags) {
   const ServerProcess::Exit exit = ServerProcess::RunToExit({"--help"});
-  for (const char* flag :
-       {"--table", "--default_table", "--demo_table", "--grpc_address", "--metrics_address",
-        "--device", "--max_batch_ids", "--max_queue_delay_us", "--max_queue_ids",
-        "--max_request_ids", "--max_response_bytes", "--inflight_batches", "--completion_poll_us",
-        "--zero_copy_max_bytes", "--drain_seconds", "--shutdown_timeout_seconds",
-        "--max_concurrent_streams"}) {
+  for (const char* flag : {"--table",
+                           "--default_table",
+                           "--demo_table",
+                           "--grpc_address",
+                           "--metrics_address",
+                           "--device",
+                           "--max_batch_ids",
+                           "--max_queue_delay_us",
+                           "--max_queue_ids",
+                           "--max_request_ids",
+                           "--max_response_bytes",
+                           "--inflight_batches",
+                           "--completion_poll_us",
+                           "--zero_copy_max_bytes",
+                           "--drain_seconds",
+                           "--shutdown_timeout_seconds",
+                           "--max_concurrent_streams",
+                           "--answer_threads",
+                           "--inline_batches",
+                           "--answer_pool_bytes"}) {
     EXPECT_THAT(exit.log, HasSubstr(std::string(flag).substr(2) + " ")) << flag;
   }
 }

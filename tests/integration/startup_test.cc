@@ -72,6 +72,8 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
       {"--max_queue_delay_us=-5", "--max_queue_delay_us must not be negative"},
       {"--completion_poll_us=-1", "--completion_poll_us must not be negative"},
       {"--answer_threads=-7", "--answer_threads must be -1"},
+      {"--inline_batches=-1", "--inline_batches must not be negative"},
+      {"--answer_pool_bytes=-1", "--answer_pool_bytes must not be negative"},
       {"--inflight_batches=0", "--inflight_batches must be at least 1"},
       {"--zero_copy_max_bytes=-1", "--zero_copy_max_bytes must not be negative"},
       {"--drain_seconds=-1", "--drain_seconds=-1: must be in [0, 86400]"},

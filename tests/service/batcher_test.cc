@@ -134,10 +134,13 @@ class FailingStore final : public WrappingStore {
 // synchronous, it gathers at once.
 class ThreadRecordingStore final : public WrappingStore {
  public:
-  ThreadRecordingStore(EmbeddingStore* inner, bool asynchronous)
-      : WrappingStore(inner), asynchronous_(asynchronous) {}
+  ThreadRecordingStore(EmbeddingStore* inner, bool asynchronous, int max_inflight_batches = 1)
+      : WrappingStore(inner),
+        asynchronous_(asynchronous),
+        max_inflight_batches_(max_inflight_batches) {}
 
   bool asynchronous() const override { return asynchronous_; }
+  int max_inflight_batches() const override { return max_inflight_batches_; }
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
     if (!asynchronous_) {
@@ -182,6 +185,7 @@ class ThreadRecordingStore final : public WrappingStore {
   }
 
   const bool asynchronous_;
+  const int max_inflight_batches_;
   mutable absl::Mutex mu_;
   std::vector<std::thread::id> threads_ ABSL_GUARDED_BY(mu_);
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
@@ -402,6 +406,28 @@ TEST_F(BatcherTest, IdleBatcherStartsAnAsynchronousBatchOnTheSubmittingThread) {
   async.Finish(2);
   EXPECT_EQ(CheckRows(b), "");
   EXPECT_THAT(async.threads(), ElementsAre(std::this_thread::get_id(), std::this_thread::get_id()));
+}
+
+TEST_F(BatcherTest, InlineBatchesStartOnTheSubmittingThreadUpToTheStoresSlots) {
+  ThreadRecordingStore async(store_.get(), /*asynchronous=*/true, /*max_inflight_batches=*/2);
+  BatcherOptions options;
+  options.inline_batches = 3;  // more than the store's two slots: two it is
+  Batcher batcher(&async, options, table_metrics_, &clock_);
+  std::vector<std::unique_ptr<Call>> calls;
+  for (int64_t n : {4, 5, 6}) {
+    calls.push_back(std::make_unique<Call>(Iota(n, n), DataType::kFloat32));
+    ASSERT_THAT(batcher.Submit(calls.back()->Request()), IsOk());
+  }
+  async.Finish(3);  // the third waits for the worker, which starts it
+  batcher.Shutdown();
+  const std::vector<std::thread::id> threads = async.threads();
+  ASSERT_EQ(threads.size(), 3u);
+  EXPECT_EQ(threads[0], std::this_thread::get_id());
+  EXPECT_EQ(threads[1], std::this_thread::get_id());
+  EXPECT_NE(threads[2], std::this_thread::get_id());
+  for (const auto& call : calls) {
+    EXPECT_EQ(CheckRows(*call), "") << call->ids.size() << " ids";
+  }
 }
 
 TEST_F(BatcherTest, RequestsBehindABatchInFlightGoToTheWorker) {
