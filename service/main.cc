@@ -57,7 +57,7 @@ ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
 ABSL_FLAG(int32_t, answer_threads, -1,
           "Threads per table that finish the calls after each batch's first (serializing and "
           "sending their answers); -1: a quarter of the cores (at most 8).");
-ABSL_FLAG(int32_t, inline_batches, 1,
+ABSL_FLAG(int32_t, inline_batches, 4,
           "GPU, with --max_queue_delay_us=0: a call that finds its table's queue empty and fewer "
           "than this many batches in flight starts its batch on the gRPC thread instead of "
           "queueing it for the batcher thread (at most --inflight_batches; 0: never).");

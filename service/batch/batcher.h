@@ -45,8 +45,9 @@ struct BatcherOptions {
   // Batches in flight below which a request that finds the queue empty starts its own batch on the
   // submitting thread (asynchronous stores, max_queue_delay 0); at most the store's
   // max_inflight_batches(), so that such a start never waits for the store. 1: only when the
-  // batcher is idle.
-  int inline_batches = 1;
+  // batcher is idle. (On the H200 host, 4 against 1 took 256 x 768 at 16 concurrent calls from
+  // 0.74 to 0.84 of the gRPC-only reference: docs/benchmarks.md, run 32.)
+  int inline_batches = 4;
   // Threads that finish the calls after a batch's first (0: the batch's own thread finishes all).
   int answer_threads = 0;
   // Where answer buffers come from; nullptr: the process's pool for the store's
