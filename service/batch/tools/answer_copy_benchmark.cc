@@ -5,11 +5,9 @@
 //                        pool: a fresh multi-MiB allocation, page-faulted in as it is written)
 //   BM_ZeroFilledString  std::string(n, '\0'), then memcpy: zero-fill plus a second write
 //   BM_PooledBuffer      AnswerBufferPool::Acquire + memcpy (uninitialised, reused block)
-//   BM_PooledPieces      as BM_PooledBuffer, the copy split over ThreadPool threads
 //
 // Arguments: answer bytes, answers in flight (each answer is released `inflight` answers later,
-// as gRPC releases one while the next ones are being written), and for BM_PooledPieces the
-// helper threads. Run from the build directory:
+// as gRPC releases one while the next ones are being written). Run from the build directory:
 //   service/batch/answer_copy_benchmark --benchmark_min_time=1
 #include <sys/resource.h>
 
@@ -23,7 +21,6 @@
 
 #include "benchmark/benchmark.h"
 #include "service/batch/answer_buffer.h"
-#include "service/batch/thread_pool.h"
 
 namespace emb::service {
 namespace {
@@ -95,24 +92,6 @@ void BM_PooledBuffer(benchmark::State& state) {
   });
 }
 
-void BM_PooledPieces(benchmark::State& state) {
-  const int helpers = static_cast<int>(state.range(2));
-  const std::byte* src = Source();
-  AnswerBufferPool pool;
-  ThreadPool threads(helpers);
-  const int pieces = helpers + 1;
-  TimeAnswers<AnswerBuffer>(state, [&](size_t bytes) {
-    const size_t step = (bytes / static_cast<size_t>(pieces) + 63) & ~size_t{63};
-    AnswerBuffer out = pool.Acquire(bytes);
-    threads.Run(pieces, [&](int p) {
-      const size_t begin = std::min(static_cast<size_t>(p) * step, bytes);
-      const size_t end = std::min(begin + step, bytes);
-      std::memcpy(out.data() + begin, src + begin, end - begin);
-    });
-    return out;
-  });
-}
-
 // 256 x 768 and 2048 x 768 float32; 1 and 8 answers in flight.
 void Sizes(benchmark::internal::Benchmark* b) {
   for (int64_t bytes : {int64_t{256} * 768 * 4, int64_t{2048} * 768 * 4}) {
@@ -125,12 +104,6 @@ void Sizes(benchmark::internal::Benchmark* b) {
 BENCHMARK(BM_FreshString)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ZeroFilledString)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_PooledBuffer)->Apply(Sizes)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PooledPieces)
-    ->Args({int64_t{2048} * 768 * 4, 8, 1})
-    ->Args({int64_t{2048} * 768 * 4, 8, 3})
-    ->Args({int64_t{2048} * 768 * 4, 8, 7})
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace emb::service
