@@ -63,8 +63,9 @@ Metrics::Metrics()
                           .Name("embedding_batch_stage_duration_seconds")
                           .Help("Time of each stage of a batch after the queue: copy_in (ids to "
                                 "the device), gather, copy_out (rows to the host), answer (rows "
-                                "copied into each caller's answer buffer), finish (the calls "
-                                "handed to gRPC, which may write them to the socket).")
+                                "copied on the host into the callers' answer buffers; 0 where "
+                                "the device wrote them there), finish (the calls handed to "
+                                "gRPC, which may write them to the socket).")
                           .Register(*registry_)),
       batch_ids_(BuildHistogram()
                      .Name("embedding_batch_ids")

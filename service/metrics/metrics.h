@@ -27,7 +27,7 @@ struct TableMetrics {
   prometheus::Histogram* gather_seconds;
   prometheus::Histogram* copy_in_seconds;   // stage="copy_in"
   prometheus::Histogram* copy_out_seconds;  // stage="copy_out"
-  prometheus::Histogram* answer_seconds;    // stage="answer": rows into the answer buffers
+  prometheus::Histogram* answer_seconds;    // stage="answer": host copies into the answers
   prometheus::Histogram* finish_seconds;    // stage="finish": the calls handed to gRPC
   prometheus::Histogram* batch_ids;
   prometheus::Histogram* batch_requests;
