@@ -21,7 +21,7 @@ struct AnswerBuffer::Block {
   // `capacity` uninitialised bytes from `allocator`, or from new[] when it is nullptr.
   Block(AnswerBufferPool* pool, int size_class, size_t capacity, const HostAllocator* allocator)
       : pool(pool), size_class(size_class), capacity(capacity) {
-    void* p = allocator != nullptr ? allocator->allocate(capacity) : nullptr;
+    void* p = allocator != nullptr ? allocator->Allocate(capacity) : nullptr;
     if (p != nullptr) {
       bytes = static_cast<std::byte*>(p);
       this->allocator = allocator;
@@ -31,7 +31,7 @@ struct AnswerBuffer::Block {
   }
   ~Block() {
     if (allocator != nullptr) {
-      allocator->release(bytes);
+      allocator->Release(bytes);
     } else {
       delete[] bytes;
     }

@@ -8,13 +8,16 @@
 
 namespace emb::service {
 
-struct HostAllocator {
-  const char* name;  // for logs, e.g. "cudaHostAlloc"
+// Implementations are thread-safe and live as long as the process (pools that hold their blocks
+// are never destroyed).
+class HostAllocator {
+ public:
+  virtual ~HostAllocator() = default;
   // `bytes` of memory aligned to at least 64 bytes, or nullptr when there is none to be had (the
-  // caller then falls back to ordinary memory). Any thread.
-  void* (*allocate)(size_t bytes);
-  // Frees what allocate() returned. Any thread.
-  void (*release)(void* p);
+  // caller then falls back to ordinary memory).
+  virtual void* Allocate(size_t bytes) const = 0;
+  // Frees what Allocate() returned.
+  virtual void Release(void* p) const = 0;
 };
 
 }  // namespace emb::service

@@ -214,22 +214,47 @@ class TableUpload {
   cudaError_t synced_ = cudaSuccess;
 };
 
-void* AllocatePinnedAnswer(size_t bytes) {
-  void* p = nullptr;
-  if (cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
-    (void)cudaGetLastError();  // not sticky: the pool falls back to ordinary memory
-    return nullptr;
+// Pinned, mapped and portable host memory, allocated and freed with `device` current, so that a
+// thread that never used CUDA (a gRPC thread) does not create a context on device 0 for it.
+class PinnedAnswerMemory final : public HostAllocator {
+ public:
+  explicit PinnedAnswerMemory(int device) : device_(device) {}
+
+  void* Allocate(size_t bytes) const override {
+    void* p = nullptr;
+    if (cudaSetDevice(device_) != cudaSuccess ||
+        cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable) != cudaSuccess) {
+      (void)cudaGetLastError();  // not sticky: the pool falls back to ordinary memory
+      return nullptr;
+    }
+    return p;
   }
-  return p;
-}
+  void Release(void* p) const override {
+    (void)cudaSetDevice(device_);
+    (void)cudaFreeHost(p);
+  }
 
-void FreePinnedAnswer(void* p) { (void)cudaFreeHost(p); }
+  // The process's allocator for `device`: never destroyed, as the pools holding its blocks.
+  static const PinnedAnswerMemory* For(int device) {
+    static absl::Mutex mu;
+    static auto* allocators = new std::vector<const PinnedAnswerMemory*>;
+    absl::MutexLock lock(&mu);
+    for (const PinnedAnswerMemory* a : *allocators) {
+      if (a->device_ == device) {
+        return a;
+      }
+    }
+    allocators->push_back(new PinnedAnswerMemory(device));
+    return allocators->back();
+  }
 
-constexpr HostAllocator kPinnedAnswers{"cudaHostAlloc", &AllocatePinnedAnswer, &FreePinnedAnswer};
+ private:
+  const int device_;
+};
 
 }  // namespace
 
-const HostAllocator* GpuStore::answer_allocator() const { return &kPinnedAnswers; }
+const HostAllocator* GpuStore::answer_allocator() const { return PinnedAnswerMemory::For(device_); }
 
 absl::Status GpuStore::Check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) {

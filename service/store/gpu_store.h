@@ -61,7 +61,8 @@ class GpuStore final : public EmbeddingStore {
   int64_t max_batch_ids() const override { return max_batch_ids_; }
   bool asynchronous() const override { return true; }
   int max_inflight_batches() const override { return static_cast<int>(slots_.size()); }
-  // Pinned host memory, mapped into every device's address space (cudaHostAlloc).
+  // Pinned host memory, mapped into every device's address space (cudaHostAlloc); one allocator
+  // per device, for the life of the process.
   const HostAllocator* answer_allocator() const override;
   // How the table's upload at Create went.
   const LoadStats& load_stats() const { return load_stats_; }

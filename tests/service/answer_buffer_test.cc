@@ -147,26 +147,28 @@ TEST(AnswerBufferPool, DefaultIsOneProcessWidePool) {
 }
 
 // A HostAllocator over new[] that counts its blocks, or that has none to give.
-struct CountingAllocator {
-  static void* Allocate(size_t bytes) {
+class CountingAllocator final : public HostAllocator {
+ public:
+  void* Allocate(size_t bytes) const override {
     if (refuse.load()) {
       return nullptr;
     }
     live.fetch_add(1);
     return new std::byte[bytes];
   }
-  static void Release(void* p) {
+  void Release(void* p) const override {
     live.fetch_sub(1);
     delete[] static_cast<std::byte*>(p);
   }
+
   static inline std::atomic<int> live{0};
   static inline std::atomic<bool> refuse{false};
-  static constexpr HostAllocator kAllocator{"counting", &Allocate, &Release};
 };
+const CountingAllocator kCounting;
 
 TEST(AnswerBufferPool, PooledBlocksComeFromItsAllocatorAndGoBackToIt) {
   {
-    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &CountingAllocator::kAllocator);
+    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &kCounting);
     AnswerBuffer a = pool.Acquire(10 * kKiB);
     std::memset(a.data(), 0x5a, a.size());
     EXPECT_EQ(CountingAllocator::live.load(), 1);
@@ -182,7 +184,7 @@ TEST(AnswerBufferPool, PooledBlocksComeFromItsAllocatorAndGoBackToIt) {
 }
 
 TEST(AnswerBufferPool, WhenItsAllocatorHasNoneAPooledBlockComesFromNew) {
-  AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &CountingAllocator::kAllocator);
+  AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &kCounting);
   CountingAllocator::refuse = true;
   AnswerBuffer a = pool.Acquire(10 * kKiB);
   CountingAllocator::refuse = false;
@@ -194,8 +196,8 @@ TEST(AnswerBufferPool, WhenItsAllocatorHasNoneAPooledBlockComesFromNew) {
 
 TEST(AnswerBufferPool, ForGivesOneProcessWidePoolPerAllocator) {
   EXPECT_EQ(&AnswerBufferPool::For(nullptr), &AnswerBufferPool::Default());
-  AnswerBufferPool& counting = AnswerBufferPool::For(&CountingAllocator::kAllocator);
-  EXPECT_EQ(&AnswerBufferPool::For(&CountingAllocator::kAllocator), &counting);
+  AnswerBufferPool& counting = AnswerBufferPool::For(&kCounting);
+  EXPECT_EQ(&AnswerBufferPool::For(&kCounting), &counting);
   EXPECT_NE(&counting, &AnswerBufferPool::Default());
 }
 

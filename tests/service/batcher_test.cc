@@ -191,37 +191,46 @@ class ThreadRecordingStore final : public WrappingStore {
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
 };
 
-// A store that offers its own host memory for answers: blocks from new[], each recorded.
-class AllocatingStore final : public WrappingStore {
+// Host memory from new[], each block recorded until released.
+class RecordingAllocator final : public HostAllocator {
  public:
-  explicit AllocatingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  const HostAllocator* answer_allocator() const override { return &kAllocator; }
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
-    inner_->LookUp(ids, out_type, outs, std::move(done));
-  }
-  // Whether `p` is the start of a block from this store's allocator that is not yet released.
-  static bool Allocated(const void* p) {
-    absl::MutexLock lock(&mu_);
-    return std::find(blocks_->begin(), blocks_->end(), p) != blocks_->end();
-  }
-
- private:
-  static void* Allocate(size_t bytes) {
+  void* Allocate(size_t bytes) const override {
     void* p = new std::byte[bytes];
     absl::MutexLock lock(&mu_);
-    blocks_->push_back(p);
+    blocks_.push_back(p);
     return p;
   }
-  static void Release(void* p) {
+  void Release(void* p) const override {
     {
       absl::MutexLock lock(&mu_);
-      blocks_->erase(std::find(blocks_->begin(), blocks_->end(), p));
+      blocks_.erase(std::find(blocks_.begin(), blocks_.end(), p));
     }
     delete[] static_cast<std::byte*>(p);
   }
-  static constexpr HostAllocator kAllocator{"test", &Allocate, &Release};
-  static inline absl::Mutex mu_;
-  static inline auto* blocks_ = new std::vector<void*>;  // never destroyed: pools outlive tests
+  // Whether `p` is the start of a block from this allocator that is not yet released.
+  bool Allocated(const void* p) const {
+    absl::MutexLock lock(&mu_);
+    return std::find(blocks_.begin(), blocks_.end(), p) != blocks_.end();
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  mutable std::vector<void*> blocks_ ABSL_GUARDED_BY(mu_);
+};
+
+// A store that offers its own host memory for answers. The allocator is never destroyed, as the
+// process-wide pool that holds its blocks.
+class AllocatingStore final : public WrappingStore {
+ public:
+  explicit AllocatingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
+  const HostAllocator* answer_allocator() const override { return allocator_; }
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+    inner_->LookUp(ids, out_type, outs, std::move(done));
+  }
+  const RecordingAllocator& allocator() const { return *allocator_; }
+
+ private:
+  const RecordingAllocator* const allocator_ = new RecordingAllocator;
 };
 
 // One caller: its ids, its answer buffer and what `done` reported.
@@ -803,7 +812,7 @@ TEST_F(BatcherTest, AnswersComeFromThePoolOfTheStoresAllocator) {
   ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
   call.done.WaitForNotification();
   EXPECT_EQ(CheckRows(call), "");
-  EXPECT_TRUE(AllocatingStore::Allocated(call.out.data()));
+  EXPECT_TRUE(allocating.allocator().Allocated(call.out.data()));
   EXPECT_TRUE(call.out.pooled());
 }
 

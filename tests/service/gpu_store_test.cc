@@ -82,7 +82,7 @@ class OutBuffer {
  public:
   OutBuffer(size_t bytes, const HostAllocator* pinned) : bytes_(bytes), pinned_(pinned) {
     if (pinned_ != nullptr) {
-      data_ = static_cast<std::byte*>(pinned_->allocate(std::max<size_t>(bytes, 1)));
+      data_ = static_cast<std::byte*>(pinned_->Allocate(std::max<size_t>(bytes, 1)));
     } else {
       pageable_.resize(bytes);
       data_ = pageable_.data();
@@ -91,7 +91,7 @@ class OutBuffer {
   }
   ~OutBuffer() {
     if (pinned_ != nullptr) {
-      pinned_->release(data_);
+      pinned_->Release(data_);
     }
   }
   OutBuffer(const OutBuffer&) = delete;
