@@ -374,21 +374,22 @@ std::byte* GpuStore::DeviceView(absl::Span<std::byte> out) const {
 }
 
 template <typename F>
-absl::Status GpuStore::ForEachRun(const Slot& slot, RowsOut outs, size_t row_bytes, F&& f) {
-  size_t first_id = 0;
-  size_t first_byte = 0;
+absl::Status GpuStore::ForEachRun(Slot& slot, RowsOut outs, size_t row_bytes, F&& f) {
+  Run run{0, 0, 0, nullptr, nullptr};
   for (size_t i = 0; i < outs.size();) {
-    size_t end = i + 1;
-    size_t bytes = outs[i].size();
-    if (slot.views[i] == nullptr) {
-      for (; end < outs.size() && slot.views[end] == nullptr; ++end) {
-        bytes += outs[end].size();
+    run.bytes = 0;
+    run.view = slot.views[i];
+    run.host = run.view != nullptr ? outs[i].data() : nullptr;
+    do {
+      if (run.view == nullptr) {
+        slot.staged.push_back(Staged{run.first_byte + run.bytes, outs[i].data(), outs[i].size()});
       }
-    }
-    RETURN_IF_ERROR(f(i, end, first_id, first_byte, bytes, slot.views[i]));
-    first_id += bytes / row_bytes;
-    first_byte += bytes;
-    i = end;
+      run.bytes += outs[i].size();
+      ++i;
+    } while (run.view == nullptr && i < outs.size() && slot.views[i] == nullptr);
+    RETURN_IF_ERROR(f(run));
+    run.first_id += run.bytes / row_bytes;
+    run.first_byte += run.bytes;
   }
   return absl::OkStatus();
 }
@@ -404,30 +405,18 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
   for (absl::Span<std::byte> out : outs) {
     slot.views.push_back(DeviceView(out));
   }
-  // The rows of staged spans land in h_out at their place in the batch's answer.
-  auto stage = [&](size_t first, size_t end, size_t first_byte) {
-    for (size_t i = first; i < end; first_byte += outs[i].size(), ++i) {
-      slot.staged.push_back(Staged{first_byte, outs[i].data(), outs[i].size()});
-    }
-  };
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
   slot.zero_copy = slot.out_bytes <= options_.zero_copy_max_bytes;
   if (slot.zero_copy) {
     // One launch a run: the kernel reads the ids from mapped pinned memory and writes the rows
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
     // launch latency.
-    RETURN_IF_ERROR(
-        ForEachRun(slot, outs, row_bytes,
-                   [&](size_t first, size_t end, size_t first_id, size_t first_byte, size_t bytes,
-                       std::byte* view) -> absl::Status {
-                     if (view == nullptr) {
-                       stage(first, end, first_byte);
-                       view = slot.mapped_out + first_byte;
-                     }
-                     return kernels::LaunchGather(
-                         tuning_, d_table_.data(), dtype_, rows_, dim_, slot.mapped_ids + first_id,
-                         static_cast<int64_t>(bytes / row_bytes), view, out_type, stream);
-                   }));
+    RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+      return kernels::LaunchGather(
+          tuning_, d_table_.data(), dtype_, rows_, dim_, slot.mapped_ids + run.first_id,
+          static_cast<int64_t>(run.bytes / row_bytes),
+          run.view != nullptr ? run.view : slot.mapped_out + run.first_byte, out_type, stream);
+    }));
     return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
   RETURN_IF_ERROR(
@@ -440,25 +429,18 @@ absl::Status GpuStore::Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataTy
                                         slot.d_out.data(), out_type, stream));
   RETURN_IF_ERROR(Check(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
   // One copy a run: into the caller's pinned answer, or into h_out.
-  RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes,
-                             [&](size_t first, size_t end, size_t, size_t first_byte, size_t bytes,
-                                 std::byte* view) -> absl::Status {
-                               std::byte* dst = outs[first].data();
-                               if (view == nullptr) {
-                                 stage(first, end, first_byte);
-                                 dst = slot.h_out.data() + first_byte;
-                               }
-                               return Check(cudaMemcpyAsync(dst, slot.d_out.data() + first_byte,
-                                                            bytes, cudaMemcpyDeviceToHost, stream),
-                                            "copy rows to the host");
-                             }));
+  RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+    return Check(cudaMemcpyAsync(
+                     run.host != nullptr ? run.host : slot.h_out.data() + run.first_byte,
+                     slot.d_out.data() + run.first_byte, run.bytes, cudaMemcpyDeviceToHost, stream),
+                 "copy rows to the host");
+  }));
   return Check(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }
 
 void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
-  if (absl::Status s =
-          CheckRowsOut(ids.size(), static_cast<size_t>(dim_) * ElementSize(out_type), outs);
-      !s.ok()) {
+  const size_t row_bytes = static_cast<size_t>(dim_) * ElementSize(out_type);
+  if (absl::Status s = CheckRowsOut(ids.size(), row_bytes, outs); !s.ok()) {
     done(s, StageTimes{});
     return;
   }
@@ -470,7 +452,7 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut 
     slot = free_.back();
     free_.pop_back();
   }
-  slot->out_bytes = ids.size() * static_cast<size_t>(dim_) * ElementSize(out_type);
+  slot->out_bytes = ids.size() * row_bytes;
   if (absl::Status s = Enqueue(*slot, ids, out_type, outs); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());

@@ -103,11 +103,20 @@ class GpuStore final : public EmbeddingStore {
   // Where the device may write `out` directly (its address in the device's view of pinned
   // memory), or nullptr: not pinned and mapped, or under options_.direct_answer_min_bytes.
   std::byte* DeviceView(absl::Span<std::byte> out) const;
-  // Calls f(first, end, first_id, first_byte, bytes, view) for each run of spans [first, end) of
-  // `outs`: one span that the device writes directly (view non-null), or consecutive staged spans
-  // (view nullptr). first_id and first_byte: where the run starts in the batch's ids and answer.
+  // Where one run of a batch's answer goes: a caller's span that the device writes directly
+  // (host and view set), or consecutive staged spans, whose rows go to the slot's pinned buffer
+  // at first_byte (both nullptr).
+  struct Run {
+    size_t first_id;    // in the batch's ids
+    size_t first_byte;  // in the batch's answer
+    size_t bytes;
+    std::byte* host;  // the caller's span
+    std::byte* view;  // the same memory as the device sees it
+  };
+  // Calls f(run) for each run of `outs` in order, from slot.views; records the staged spans in
+  // slot.staged.
   template <typename F>
-  static absl::Status ForEachRun(const Slot& slot, RowsOut outs, size_t row_bytes, F&& f);
+  static absl::Status ForEachRun(Slot& slot, RowsOut outs, size_t row_bytes, F&& f);
   void Complete();
   // The next batch in flight, in enqueue order; nullptr once stopping with none left. With
   // `may_poll`, and no other thread polling, polls (see PollForWork) before it sleeps.
