@@ -5,8 +5,8 @@
 // give some caller another caller's rows.
 //
 // CTest runs it on the CPU backend and on cuda:0 (names `gpu.*`, label `gpu`; skipped without a
-// GPU), with the default answer threads and with more answer threads than cores, so that large
-// answers are copied in pieces.
+// GPU), with the default answer threads and with more answer threads than cores, so that the
+// calls of one batch are finished (their large answers sent) on several threads at once.
 
 #include <atomic>
 #include <cstdint>
@@ -170,13 +170,14 @@ TEST_P(LargeAnswerTest, ConcurrentCallersEachGetExactlyTheirOwnRows) {
   testing::ExpectHealthyThenCleanExit(**server, clients);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    AnswerThreads, LargeAnswerTest,
-    ::testing::Values(AnswerCase{"DefaultAnswerThreads", {}},
-                      // More answer threads than a small machine has cores: each large answer
-                      // is copied in pieces by several threads at once.
-                      AnswerCase{"FourAnswerThreads", {"--answer_threads=4"}}),
-    [](const ::testing::TestParamInfo<AnswerCase>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(AnswerThreads, LargeAnswerTest,
+                         ::testing::Values(AnswerCase{"DefaultAnswerThreads", {}},
+                                           // More answer threads than a small machine has cores: a
+                                           // batch's calls are finished on several threads at once.
+                                           AnswerCase{"FourAnswerThreads", {"--answer_threads=4"}}),
+                         [](const ::testing::TestParamInfo<AnswerCase>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace emb

@@ -41,8 +41,6 @@ constexpr int kConnections = 16;
 constexpr int kCallers = 256;
 constexpr int kIdsPerCall = 16;
 
-// A GPU the server could use: an NVIDIA device node. CTest's `gpu` run of this test sets
-// EMB_TEST_DEVICE=cuda:0, and skips where there is none.
 absl::Duration StressDuration() {
   const char* env = std::getenv("EMB_STRESS_SECONDS");
   return absl::Seconds(env != nullptr ? std::atof(env) : 3.0);
