@@ -1,5 +1,6 @@
-// Picks and launches a gather kernel: GatherUnitsKernel (gather/units_kernel.cuh) or
-// GatherRowOwnersKernel (gather/row_owners_kernel.cuh). No Abseil here (STYLE §1);
+// Picks and launches a gather kernel: GatherUnitsKernel (gather/units_kernel.cuh),
+// GatherRowOwnersKernel (gather/row_owners_kernel.cuh) or GatherSliceOwnersKernel
+// (gather/slice_owners_kernel.cuh). No Abseil here (STYLE §1);
 // embedding_lookup.cc turns the cudaError_t into a Status.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "kernels/gather/row_owners_kernel.cuh"
+#include "kernels/gather/slice_owners_kernel.cuh"
 #include "kernels/gather/units_kernel.cuh"
 #include "kernels/gather_dispatch.h"
 
@@ -25,6 +27,7 @@ using gather::GatherUnitsKernel;
 using gather::kBlockThreads;
 using gather::kUnrollLevels;
 using gather::RowOwnersArgs;
+using gather::SliceOwnersArgs;
 using gather::Unit;
 
 static_assert(kBlockThreads == kGatherBlockThreads);
@@ -363,23 +366,123 @@ bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType tab
              std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
 }
 
-// The production rule (kAuto), from the H200 sweep in docs/kernel_benchmark_h200.md (16384 ids):
-// - kRowOwners for rows of 16 KB and more when ids >= 2 * rows (each row used twice or more on
-//   average): reading each table row once per id slice instead of once per use measured 3%, 13%,
-//   8% and 1% faster than kUnits at ids = 2, 4, 8 and 16 x rows; at ids = rows it was 21% slower,
-//   and for 1.2 to 4 KB rows 11% to 1.9x slower at every table size (each block scans all its
-//   slice's ids, which costs more than it saves when rows are short);
+// ---- The slice-owners path ----
+
+// Shared memory a slice-owners block leaves free of held rows (the opt-in limit less this).
+constexpr int64_t kSliceSmemReserve = 1024;
+
+// The rule's slice-owners launch: four answer rows in flight per thread, evict-first stores,
+// evict_last table loads (the H200 sweep's best at vocab 1024 and 2048, docs/benchmarks.md §1).
+constexpr GatherVariant kRuleSlices{GatherPath::kSliceOwners, /*unroll_level=*/2,
+                                    /*interleaved=*/true, /*streaming_stores=*/true,
+                                    /*table_evict_last=*/true};
+
+// Table rows whose slices a slice-owners block holds: all, or as many as its shared memory takes.
+int64_t SliceHeldRows(const GatherLaunchShape& shape, int64_t num_rows) {
+  const int64_t capacity =
+      (int64_t{shape.smem_per_block_optin} - kSliceSmemReserve) / gather::kSliceBytes;
+  return std::clamp<int64_t>(capacity, 0, num_rows);
+}
+
+template <int kRows>
+cudaError_t LaunchSlicesUnrolled(const GatherLaunchShape& shape, const void* d_table,
+                                 int64_t num_rows, int64_t row_bytes, const int64_t* d_ids,
+                                 int64_t num_ids, void* d_out, cudaStream_t stream) {
+  SliceOwnersArgs args;
+  args.num_ids = num_ids;
+  args.row_bytes = row_bytes;
+  args.held_rows = SliceHeldRows(shape, num_rows);
+  args.flags = CacheFlags(shape.variant);
+  const int64_t dyn_bytes = args.held_rows * gather::kSliceBytes;
+  const void* kernel = reinterpret_cast<const void*>(&gather::GatherSliceOwnersKernel<kRows>);
+  int blocks_per_sm = 0;
+  if (const cudaError_t e = PrepareSmemKernel(kernel, gather::kSliceThreads, dyn_bytes,
+                                              shape.smem_per_block_optin, &blocks_per_sm);
+      e != cudaSuccess) {
+    return e;
+  }
+  // Blocks per slice: as asked, or as many as fill the resident waves asked for (at least one),
+  // and never more than there are steps of answer rows.
+  const int64_t slices = row_bytes / gather::kSliceBytes;
+  int64_t per_slice = 0;
+  if (shape.max_blocks > 0) {
+    per_slice = shape.max_blocks;
+  } else {
+    const int64_t waves = shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : 1;
+    per_slice = int64_t{shape.num_sms} * blocks_per_sm * waves / slices;
+  }
+  const int64_t steps = (num_ids + gather::kSliceRowsPerStep - 1) / gather::kSliceRowsPerStep;
+  per_slice = std::clamp<int64_t>(per_slice, 1, std::min<int64_t>(steps, 65535));
+  if (slices > int64_t{0x7fffffff}) {
+    return cudaErrorInvalidValue;
+  }
+  DropStaleError();
+  gather::GatherSliceOwnersKernel<kRows>
+      <<<dim3(static_cast<unsigned int>(slices), static_cast<unsigned int>(per_slice)),
+         gather::kSliceThreads, static_cast<size_t>(dyn_bytes), stream>>>(
+          static_cast<const uint8_t*>(d_table), d_ids, args, static_cast<uint8_t*>(d_out));
+  return TakeLaunchError();
+}
+
+cudaError_t LaunchSliceOwners(const GatherLaunchShape& shape, const void* d_table, int64_t num_rows,
+                              int64_t row_bytes, const int64_t* d_ids, int64_t num_ids, void* d_out,
+                              cudaStream_t stream) {
+  switch (shape.variant.unroll_level) {
+    case 0:
+      return LaunchSlicesUnrolled<1>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                     stream);
+    case 1:
+      return LaunchSlicesUnrolled<2>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                     stream);
+    case 2:
+      return LaunchSlicesUnrolled<4>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                     stream);
+    case 3:
+      return LaunchSlicesUnrolled<8>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                     stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Whether the slice-owners path can serve these arguments: cp.async (sm_80), raw bytes (equal
+// types), rows a multiple of 128 bytes, both base pointers on 16 bytes, and room for at least
+// one held row.
+bool SlicesFit(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
+               int64_t num_rows, int64_t dim, const void* d_out, DataType out_type) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  return shape.cc_major >= 8 && table_type == out_type && row_bytes % gather::kSliceBytes == 0 &&
+         IsAligned(d_table, 16) && IsAligned(d_out, 16) && num_rows >= 1 &&
+         SliceHeldRows(shape, num_rows) >= 1;
+}
+
+// The production rule (kAuto), from the H200 sweeps in docs/kernel_benchmark_h200.md and
+// docs/benchmarks.md §1 (16384 ids), for rows of 16 KB and more that the ids use twice or more on
+// average (ids >= 2 * rows):
+// - kSliceOwners when a block holds at least 7/8 of the table's rows (and rows are at most 32 KB,
+//   the longest measured): at vocab 1024 and 2048 of 16 KB rows (all and 88% held) it measured 4%
+//   and 7% faster than the best row-owners variant; at vocab 4096 (44% held), 11% slower;
+// - else kRowOwners: reading each table row once per id slice instead of once per use measured
+//   3%, 13%, 8% and 1% faster than kUnits at ids = 2, 4, 8 and 16 x rows; at ids = rows it was
+//   21% slower, and for 1.2 to 4 KB rows 11% to 1.9x slower at every table size (each block scans
+//   all its slice's ids, which costs more than it saves when rows are short);
 // - else kUnits (also for every conversion, row length that is not a multiple of 16 bytes,
 //   misaligned pointer, or a device before sm_90). (A third path, bulk rows through the copy
 //   engine, measured 2% to 15% slower than kUnits on every shape it served and was removed:
-//   docs/kernel_benchmark_h200.md.)
+//   docs/kernel_benchmark_h200.md.) Slice owners on 3 KB rows measured 9% to 26% slower than
+//   kUnits.
 GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
                       int64_t num_rows, int64_t dim, int64_t num_ids, const void* d_out,
                       DataType out_type) {
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
-  if (row_bytes >= (int64_t{16} << 10) && num_ids >= 2 * num_rows &&
-      OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)) {
-    return GatherPath::kRowOwners;
+  if (row_bytes >= (int64_t{16} << 10) && num_ids >= 2 * num_rows) {
+    if (row_bytes <= (int64_t{32} << 10) &&
+        SlicesFit(shape, d_table, table_type, num_rows, dim, d_out, out_type) &&
+        8 * SliceHeldRows(shape, num_rows) >= 7 * num_rows) {
+      return GatherPath::kSliceOwners;
+    }
+    if (OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)) {
+      return GatherPath::kRowOwners;
+    }
   }
   return GatherPath::kUnits;
 }
@@ -387,10 +490,10 @@ GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataT
 }  // namespace
 
 bool GatherVariantFromBits(int bits, GatherVariant* variant) {
-  constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kAuto /* unused */,
+  constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kSliceOwners,
                                    GatherPath::kRowOwners, GatherPath::kAuto};
   const int path = (bits >> 5) & 3;
-  if (bits < 0 || bits >= 128 || (bits & 3) >= kUnrollLevels || path == 1) {
+  if (bits < 0 || bits >= 128 || (bits & 3) >= kUnrollLevels) {
     return false;
   }
   variant->path = kPaths[path];
@@ -433,6 +536,10 @@ GatherPath ResolveGatherPath(const GatherLaunchShape& shape, const void* d_table
       return OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)
                  ? GatherPath::kRowOwners
                  : GatherPath::kUnits;
+    case GatherPath::kSliceOwners:
+      return SlicesFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)
+                 ? GatherPath::kSliceOwners
+                 : GatherPath::kUnits;
     case GatherPath::kUnits:
       break;
   }
@@ -447,7 +554,7 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
       shape.num_sms < 1 || shape.variant.unroll_level < 0 ||
       shape.variant.unroll_level >= kUnrollLevels ||
       !(asked == GatherPath::kAuto || asked == GatherPath::kUnits ||
-        asked == GatherPath::kRowOwners)) {
+        asked == GatherPath::kRowOwners || asked == GatherPath::kSliceOwners)) {
     return cudaErrorInvalidValue;
   }
   if (num_ids == 0) {
@@ -465,6 +572,14 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
         return LaunchRowOwners(owners, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
       }
       return LaunchRowOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
+    case GatherPath::kSliceOwners:
+      if (asked == GatherPath::kAuto) {
+        GatherLaunchShape slices = shape;
+        slices.variant = kRuleSlices;
+        return LaunchSliceOwners(slices, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                 stream);
+      }
+      return LaunchSliceOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
     case GatherPath::kAuto:
     case GatherPath::kUnits:
       break;

@@ -19,8 +19,8 @@ inline constexpr int kGatherUnrollLevels = 4;
 
 // Which kernel does a gather.
 enum class GatherPath : int {
-  // The dispatcher's rule (see ChoosePath in gather_dispatch.cu): kRowOwners for small tables of
-  // long rows (16 KB and more) that the ids use twice or more on average, else kUnits.
+  // The dispatcher's rule (see ChoosePath in gather_dispatch.cu): kSliceOwners or kRowOwners for
+  // small tables of long rows that the ids use twice or more on average, else kUnits.
   kAuto = 0,
   // GatherUnitsKernel: threads load, convert and store 2- to 16-byte units. Any types, any dim.
   kUnits = 1,
@@ -29,6 +29,10 @@ enum class GatherPath : int {
   // them wherever the ids ask for them. Needs sm_90, equal table and answer types, 16-byte rows
   // and pointers, and rows up to the shared memory a block can have; elsewhere kUnits.
   kRowOwners = 3,
+  // GatherSliceOwnersKernel: each block holds one 128-byte column slice of the table's first rows
+  // (as many as its shared memory takes) and writes that slice of every answer row. Needs equal
+  // table and answer types, rows a multiple of 128 bytes and 16-byte pointers; elsewhere kUnits.
+  kSliceOwners = 4,
 };
 
 // How a gather kernel walks the answer. The default (kAuto, with the other fields as below for
@@ -40,6 +44,7 @@ struct GatherVariant {
   // kUnits: units in flight per thread: 1, 2, 4, 8 (16-byte units) or 2, 4, 8, 16 (narrower) at
   // levels 0 to 3. kRowOwners: table rows per block:
   // 1/4, 1/2 or 1 times the dispatcher's bytes-read estimate (within the shared memory limit).
+  // kSliceOwners: answer rows in flight per thread: 1, 2, 4 or 8.
   int unroll_level = 1;
   bool interleaved = true;       // kUnits: the grid sweeps the answer front to back; else spans
   bool streaming_stores = true;  // answer stores evict-first (st.global.cs; a policy for owners)
@@ -61,7 +66,8 @@ struct GatherLaunchShape {
   // chosen kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0,
   // blocks. kRowOwners:
   // the number of id slices (grid.y): 0 or -k, as many as fill k resident waves (0: one); > 0,
-  // that many (at most num_ids and 65535).
+  // that many (at most num_ids and 65535). kSliceOwners: the blocks per column slice (grid.y): 0 or
+  // -k, as many as fill k resident waves (0: one); > 0, that many.
   int max_blocks = 0;
   GatherVariant variant;
 };
@@ -75,7 +81,7 @@ GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning);
 // The variant that a benchmark's bits name (kernels/tools/gather_benchmark.py, emb_gather_ex):
 // bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block (0), bit 3 plain
 // (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last policy (1), bits
-// 5-6 the path: 0 kUnits, 2 kRowOwners, 3 kAuto (1 was the removed bulk-rows path). False, and
+// 5-6 the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 kAuto. False, and
 // *variant untouched, for bits that name no variant.
 bool GatherVariantFromBits(int bits, GatherVariant* variant);
 

@@ -44,15 +44,17 @@ DTYPES = {"float32": (torch.float32, 1), "float16": (torch.float16, 2), "bfloat1
 
 # The kernel variants of emb_gather_ex (see gather_capi.cc): bits 0-1 unroll level, bit 2
 # interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
-# 2 row owners; row owners ignore bit 2; 1 was the bulk-rows path, since removed).
-UNITS, OWNERS = 0, 64
+# 1 slice owners, 2 row owners; the owners paths ignore bit 2).
+UNITS, SLICES, OWNERS = 0, 32, 64
 VARIANTS = ([v for v in range(32)]
-            + [OWNERS + v for v in range(32) if (v & 3) < 3 and not v & 4])
-PATH_NAMES = {1: "units", 3: "owners"}
+            + [OWNERS + v for v in range(32) if (v & 3) < 3 and not v & 4]
+            + [SLICES + v for v in range(32) if not v & 4])
+PATH_NAMES = {1: "units", 3: "owners", 4: "slices"}
+PATH_OF_VARIANT = {SLICES: 4, OWNERS: 3}
 
 
 def variant_label(v, suffix=""):
-    kind = {UNITS: "u", OWNERS: "o"}[v & 96]
+    kind = {UNITS: "u", SLICES: "s", OWNERS: "o"}[v & 96]
     spans = "" if v & 96 else ("i" if v & 4 else "s")
     return f"{kind}{v & 3}{spans}{'p' if v & 8 else 'c'}{'L' if v & 16 else ''}{suffix}"
 
@@ -318,10 +320,10 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
     sweep = {}
     if not args.no_sweep:
         for v in VARIANTS:
-            # Skip a row-owners variant that would fall back to units (it would time a units
-            # kernel), and row owners where ids < rows (each block would scan every id for rows
-            # mostly unused).
-            if v & 96 and (path_of(v) != 3 or n < vocab):
+            # Skip an owners variant that would fall back to units (it would time a units
+            # kernel), and owners where ids < rows (each block would read every row, mostly
+            # unused).
+            if v & 96 and (path_of(v) != PATH_OF_VARIANT[v & 96] or n < vocab):
                 continue
             for suffix, mb in grid_options(v):
                 outs[0].fill_(float("nan"))

@@ -360,15 +360,21 @@ TEST(GatherVariantBits, NameEveryVariantAndNothingElse) {
   ASSERT_TRUE(GatherVariantFromBits(96 + 8, &v));
   EXPECT_EQ(v.path, GatherPath::kAuto);
   EXPECT_FALSE(v.streaming_stores);
-  for (int bad : {-1, 32, 33, 128}) {  // the removed bulk path, out of range
+  ASSERT_TRUE(GatherVariantFromBits(32 + 8 + 3, &v));
+  EXPECT_EQ(v.path, GatherPath::kSliceOwners);
+  EXPECT_EQ(v.unroll_level, 3);
+  EXPECT_FALSE(v.streaming_stores);
+  EXPECT_FALSE(v.table_evict_last);
+  for (int bad : {-1, 128, 1 << 20}) {  // out of range
     EXPECT_FALSE(GatherVariantFromBits(bad, &v)) << bad;
   }
 }
 
 // Every kernel variant (the benchmark's sweep) and grid shape gives the same answer: the default
 // cap, one resident wave, a cap of 3 blocks (so each block walks many tiles, the last one
-// partial; for kRowOwners 3 id slices), and no cap (kRowOwners: a slice per id). The row-owners
-// path also gets long rows (16400 and 32768 bytes) and the shapes it falls back from.
+// partial; for kRowOwners 3 id slices, for kSliceOwners 3 blocks per column slice), and no cap
+// (kRowOwners: a slice per id). The owners paths also get long rows (16400 and 32768 bytes) and
+// the shapes they fall back from.
 class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
  protected:
   void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
@@ -423,13 +429,47 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              3, 7, 15, 23, 31,
                              // kRowOwners
                              64, 65, 66, 72, 73, 74, 80, 81, 82, 88, 89, 90,
+                             // kSliceOwners
+                             32, 33, 34, 35, 40, 41, 48, 49, 50, 51, 56, 57, 58, 59,
                              // kAuto
                              96 + 1 + 4 + 16, 96 + 0 + 8));
 
-// The paths the rule takes, and the fallbacks, on the device (kRowOwners only on sm_90 and
-// later). Small tables whose rows repeat go by table row; this one's 16 KB rows repeat
-// about 30 times.
-TEST_F(GatherGpuTest, SmallTableManyIdsGoesByTableRow) {
+// A table with more rows than a slice-owners block holds in shared memory: the rest come from
+// the table in global memory, in the same pass. Every rows-in-flight level, on one resident wave
+// and with 3 blocks per slice; 1000 ids, so the last step is partial.
+TEST_F(GatherGpuTest, SliceOwnersReadRowsPastSharedMemoryFromTheTable) {
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  const int64_t rows = 5000;  // more than 227 KB of 128-byte slices (1808 rows)
+  const int64_t dim = 64;     // 256-byte rows: two slices
+  for (const int level : {0, 1, 2, 3}) {
+    for (const int max_blocks : {-1, 3}) {
+      GatherVariant variant;
+      variant.path = GatherPath::kSliceOwners;
+      variant.unroll_level = level;
+      const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
+                                  int64_t num_rows, int64_t d, const int64_t* d_ids,
+                                  int64_t num_ids, void* d_out, DataType out_type,
+                                  cudaStream_t stream) {
+        const GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
+        EXPECT_EQ(
+            ResolveGatherPath(shape, d_table, table_type, num_rows, d, num_ids, d_out, out_type),
+            GatherPath::kSliceOwners);
+        return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, d, d_ids, num_ids,
+                                        d_out, out_type, stream),
+                          "EnqueueGather");
+      };
+      SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks));
+      ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 50),
+                          DataType::kFloat32, rows, dim, TestIds(rows, 1000, 51 + level),
+                          DataType::kFloat32, 0, 0, launch);
+    }
+  }
+}
+
+// The paths the rule takes, and the fallbacks, on the device. Small tables whose rows repeat go
+// by column slice; this one's 16 KB rows repeat about 30 times.
+TEST_F(GatherGpuTest, SmallTableManyIdsGoesByColumnSlice) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
   const int64_t rows = 64;
@@ -437,10 +477,9 @@ TEST_F(GatherGpuTest, SmallTableManyIdsGoesByTableRow) {
   const std::vector<int64_t> ids = TestIds(rows, 2000, 40);
   const GatherLaunchShape shape = ShapeOf(*tuning, 0, GatherVariant{});
   const void* aligned = reinterpret_cast<const void*>(uintptr_t{1} << 20);
-  const GatherPath want = tuning->cc_major >= 9 ? GatherPath::kRowOwners : GatherPath::kUnits;
   EXPECT_EQ(ResolveGatherPath(shape, aligned, DataType::kFloat32, rows, dim,
                               static_cast<int64_t>(ids.size()), aligned, DataType::kFloat32),
-            want);
+            GatherPath::kSliceOwners);
   ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 41),
                       DataType::kFloat32, rows, dim, ids, DataType::kFloat32);
 }
@@ -475,9 +514,12 @@ TEST(GatherPathRule, PicksByShape) {
   };
   constexpr DataType kF32 = DataType::kFloat32;
   constexpr DataType kF16 = DataType::kFloat16;
-  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kRowOwners);
-  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kRowOwners);  // ids = 2 x rows
-  EXPECT_EQ(path(kF32, 16384, 4096, 16384, kF32), GatherPath::kUnits);     // ids = rows
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kSliceOwners);
+  EXPECT_EQ(path(kF32, 1808, 4096, 16384, kF32), GatherPath::kSliceOwners);  // all held
+  EXPECT_EQ(path(kF32, 2066, 4096, 16384, kF32), GatherPath::kSliceOwners);  // 7/8 held
+  EXPECT_EQ(path(kF32, 2067, 4096, 16384, kF32), GatherPath::kRowOwners);    // less
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kRowOwners);    // ids = 2 x rows
+  EXPECT_EQ(path(kF32, 16384, 4096, 16384, kF32), GatherPath::kUnits);       // ids = rows
   EXPECT_EQ(path(kF32, 131072, 4096, 16384, kF32), GatherPath::kUnits);
   EXPECT_EQ(path(kF32, 1024, 768, 16384, kF32), GatherPath::kUnits);        // 3 KB rows
   EXPECT_EQ(path(kF16, 1024, 4096, 16384, kF16), GatherPath::kUnits);       // 8 KB rows
@@ -486,7 +528,10 @@ TEST(GatherPathRule, PicksByShape) {
   EXPECT_EQ(path(kF32, 1024, 4097, 16384, kF32), GatherPath::kUnits);       // odd row bytes
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32, odd), GatherPath::kUnits);  // misaligned
   EXPECT_EQ(path(kF32, 1024, 65536, 16384, kF32), GatherPath::kUnits);      // 256 KB rows: too long
-  shape.cc_major = 8;
+  shape.cc_major = 8;  // no copy engine: row owners give way; slice owners need none
+  EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kSliceOwners);
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kUnits);
+  shape.cc_major = 7;  // no cp.async
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kUnits);
 }
 
