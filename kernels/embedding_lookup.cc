@@ -76,6 +76,7 @@ GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning) {
   shape.max_threads_per_sm = tuning.max_threads_per_sm;
   shape.cc_major = tuning.cc_major;
   shape.smem_per_block_optin = tuning.smem_per_block_optin;
+  shape.l2_bytes = tuning.l2_cache_bytes;
   return shape;
 }
 

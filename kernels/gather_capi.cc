@@ -78,7 +78,7 @@ __attribute__((visibility("default"))) int emb_gather(const void* d_table, int t
 // dispatcher's rule): bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block
 // (0), bit 3 plain (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last
 // policy (1), bits 5-6 the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 kAuto (with the other
-// bits as given). See GatherVariantFromBits.
+// bits as given), bit 7 (with path 0) kColumnPasses. See GatherVariantFromBits.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, int table_type,
                                                          int64_t rows, int64_t dim,
@@ -111,7 +111,7 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
 }
 
 // The path that emb_gather_ex with these arguments takes, as a GatherPath value (1 kUnits,
-// 3 kRowOwners, 4 kSliceOwners), or -1 for bad arguments or a CUDA error.
+// 3 kRowOwners, 4 kSliceOwners, 5 kColumnPasses), or -1 for bad arguments or a CUDA error.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, int table_type,
                                                            int64_t rows, int64_t dim, int64_t n,

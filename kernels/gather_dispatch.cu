@@ -9,6 +9,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/gather/column_passes_kernel.cuh"
 #include "kernels/gather/row_owners_kernel.cuh"
 #include "kernels/gather/slice_owners_kernel.cuh"
 #include "kernels/gather/units_kernel.cuh"
@@ -366,6 +367,91 @@ bool OwnersFit(const GatherLaunchShape& shape, const void* d_table, DataType tab
              std::min<int64_t>(kOwnerMaxGroupBytes, int64_t{shape.smem_per_block_optin} - 1024);
 }
 
+// ---- Column passes ----
+
+// The rule's column-passes launch: two units in flight per thread, evict-first stores,
+// evict_last table loads (c1icL, the H200 sweep's best or within 1% of it on every case the rule
+// gives this path: docs/benchmarks.md §1.1).
+// The narrowest chunk the rule takes column passes with: at vocab 65536 x 16 KB rows the chunk
+// is 256 bytes and the passes tied the plain copy; at 131072 (128 bytes), 12% slower.
+constexpr int64_t kRulePassMinChunkBytes = 512;
+
+constexpr GatherVariant kRulePasses{GatherPath::kColumnPasses, /*unroll_level=*/1,
+                                    /*interleaved=*/true, /*streaming_stores=*/true,
+                                    /*table_evict_last=*/true};
+
+// The 16-byte units of a row that one column pass copies: the largest divisor of the row's units
+// whose chunk of every table row takes at most half of L2, and at least 128 bytes (whole lines);
+// 0 when there is none, or when one pass would take the whole row.
+int64_t PassChunkUnits(const GatherLaunchShape& shape, int64_t num_rows, int64_t row_units) {
+  const int64_t most = shape.l2_bytes / 2 / (std::max<int64_t>(num_rows, 1) * 16);
+  for (int64_t chunk = std::min(most, row_units - 1); chunk >= 8; --chunk) {
+    if (row_units % chunk == 0) {
+      return chunk;
+    }
+  }
+  return 0;
+}
+
+// Whether column passes can serve these arguments: raw bytes (equal types), rows and both base
+// pointers on 16 bytes, fewer than 2^31 answer units, and a chunk (PassChunkUnits).
+bool ColumnPassesFit(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
+                     int64_t num_rows, int64_t dim, int64_t num_ids, const void* d_out,
+                     DataType out_type) {
+  const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
+  return table_type == out_type && row_bytes % 16 == 0 && IsAligned(d_table, 16) &&
+         IsAligned(d_out, 16) && num_ids * (row_bytes / 16) < (int64_t{1} << 31) &&
+         PassChunkUnits(shape, num_rows, row_bytes / 16) > 0;
+}
+
+template <int kUnroll>
+cudaError_t LaunchPassesUnrolled(const GatherLaunchShape& shape, const void* d_table,
+                                 int64_t num_rows, int64_t row_units, const int64_t* d_ids,
+                                 int64_t num_ids, void* d_out, cudaStream_t stream) {
+  constexpr int64_t kTile = int64_t{kBlockThreads} * kUnroll;
+  const int64_t chunk = PassChunkUnits(shape, num_rows, row_units);
+  gather::ColumnPassesArgs args;
+  args.pass_units = FastDivmod::Make(static_cast<uint32_t>(num_ids * chunk));
+  args.chunk_units = FastDivmod::Make(static_cast<uint32_t>(chunk));
+  args.row_units = static_cast<uint32_t>(row_units);
+  args.total_units = static_cast<uint32_t>(num_ids * row_units);
+  args.flags = CacheFlags(shape.variant);
+  const int64_t wave =
+      int64_t{shape.num_sms} * std::max(1, std::min(gather::kMinBlocksPerSm<kUnroll, 16>,
+                                                    shape.max_threads_per_sm / kBlockThreads));
+  const int64_t max_blocks =
+      shape.max_blocks > 0
+          ? shape.max_blocks
+          : wave * (shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : int64_t{kGatherMaxWaves});
+  const int64_t tiles = (int64_t{args.total_units} + kTile - 1) / kTile;
+  DropStaleError();
+  gather::GatherColumnPassesKernel<kUnroll>
+      <<<static_cast<unsigned int>(std::min(tiles, max_blocks)), kBlockThreads, 0, stream>>>(
+          static_cast<const uint4*>(d_table), d_ids, args, static_cast<uint4*>(d_out));
+  return TakeLaunchError();
+}
+
+cudaError_t LaunchColumnPasses(const GatherLaunchShape& shape, const void* d_table,
+                               int64_t num_rows, int64_t row_bytes, const int64_t* d_ids,
+                               int64_t num_ids, void* d_out, cudaStream_t stream) {
+  const int64_t row_units = row_bytes / 16;
+  switch (shape.variant.unroll_level) {
+    case 0:
+      return LaunchPassesUnrolled<1>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
+                                     stream);
+    case 1:
+      return LaunchPassesUnrolled<2>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
+                                     stream);
+    case 2:
+      return LaunchPassesUnrolled<4>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
+                                     stream);
+    case 3:
+      return LaunchPassesUnrolled<8>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
+                                     stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
 // ---- The slice-owners path ----
 
 // Shared memory a slice-owners block leaves free of held rows (the opt-in limit less this).
@@ -456,33 +542,42 @@ bool SlicesFit(const GatherLaunchShape& shape, const void* d_table, DataType tab
 }
 
 // The production rule (kAuto), from the H200 sweeps in docs/kernel_benchmark_h200.md and
-// docs/benchmarks.md §1 (16384 ids), for rows of 16 KB and more that the ids use twice or more on
-// average (ids >= 2 * rows):
-// - kSliceOwners when a block holds at least 7/8 of the table's rows (and rows are at most 32 KB,
-//   the longest measured): at vocab 1024 and 2048 of 16 KB rows (all and 88% held) it measured 4%
-//   and 7% faster than the best row-owners variant; at vocab 4096 (44% held), 11% slower;
-// - else kRowOwners: reading each table row once per id slice instead of once per use measured
-//   3%, 13%, 8% and 1% faster than kUnits at ids = 2, 4, 8 and 16 x rows; at ids = rows it was
-//   21% slower, and for 1.2 to 4 KB rows 11% to 1.9x slower at every table size (each block scans
-//   all its slice's ids, which costs more than it saves when rows are short);
-// - else kUnits (also for every conversion, row length that is not a multiple of 16 bytes,
-//   misaligned pointer, or a device before sm_90). (A third path, bulk rows through the copy
-//   engine, measured 2% to 15% slower than kUnits on every shape it served and was removed:
-//   docs/kernel_benchmark_h200.md.) Slice owners on 3 KB rows measured 9% to 26% slower than
-//   kUnits.
+// docs/benchmarks.md §1.1 (16384 ids). For rows of 16 to 32 KB (the lengths measured):
+// - kSliceOwners when the ids use each row twice or more on average and a block holds at least
+//   7/8 of the table's rows: at vocab 1024 and 2048 of 16 KB rows (all and 88% held) it measured
+//   4% and 7% faster than the best row-owners variant; at vocab 4096 (44% held), 11% slower;
+// - else kColumnPasses when the table is larger than L2, the ids are at least half the rows and
+//   a pass's chunk is at least kRulePassMinChunkBytes: at vocab 4096, 8192, 16384 and 32768 of 16
+//   KB rows it measured 4%, 7%, 9% and 3% faster than the path before it (row owners, then
+//   kUnits); at vocab 2048 (a table that fits L2) 13% slower than slice owners;
+// - else kRowOwners when the ids use each row twice or more: reading each table row once per id
+//   slice instead of once per use measured 3%, 13%, 8% and 1% faster than kUnits at ids = 2, 4, 8
+//   and 16 x rows; at ids = rows it was 21% slower, and for 1.2 to 4 KB rows 11% to 1.9x slower
+//   at every table size (each block scans all its slice's ids, which costs more than it saves
+//   when rows are short).
+// Everything else takes kUnits: every conversion, rows that are not a multiple of 16 bytes,
+// misaligned pointers, shorter rows (slice owners on 3 KB rows measured 9% to 26% slower than
+// kUnits, column passes from 3% faster to 11% slower), and devices before sm_80 (sm_90 for row
+// owners). (A bulk-rows path through the copy engine measured 2% to 15% slower than kUnits on
+// every shape it served and was removed: docs/kernel_benchmark_h200.md.)
 GatherPath ChoosePath(const GatherLaunchShape& shape, const void* d_table, DataType table_type,
                       int64_t num_rows, int64_t dim, int64_t num_ids, const void* d_out,
                       DataType out_type) {
   const int64_t row_bytes = dim * static_cast<int64_t>(ElementSize(table_type));
-  if (row_bytes >= (int64_t{16} << 10) && num_ids >= 2 * num_rows) {
-    if (row_bytes <= (int64_t{32} << 10) &&
-        SlicesFit(shape, d_table, table_type, num_rows, dim, d_out, out_type) &&
-        8 * SliceHeldRows(shape, num_rows) >= 7 * num_rows) {
-      return GatherPath::kSliceOwners;
-    }
-    if (OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)) {
-      return GatherPath::kRowOwners;
-    }
+  const bool long_rows = row_bytes >= (int64_t{16} << 10) && row_bytes <= (int64_t{32} << 10);
+  if (long_rows && num_ids >= 2 * num_rows &&
+      SlicesFit(shape, d_table, table_type, num_rows, dim, d_out, out_type) &&
+      8 * SliceHeldRows(shape, num_rows) >= 7 * num_rows) {
+    return GatherPath::kSliceOwners;
+  }
+  if (long_rows && 2 * num_ids >= num_rows && num_rows * row_bytes > shape.l2_bytes &&
+      ColumnPassesFit(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type) &&
+      PassChunkUnits(shape, num_rows, row_bytes / 16) * 16 >= kRulePassMinChunkBytes) {
+    return GatherPath::kColumnPasses;
+  }
+  if (row_bytes >= (int64_t{16} << 10) && num_ids >= 2 * num_rows &&
+      OwnersFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)) {
+    return GatherPath::kRowOwners;
   }
   return GatherPath::kUnits;
 }
@@ -493,10 +588,11 @@ bool GatherVariantFromBits(int bits, GatherVariant* variant) {
   constexpr GatherPath kPaths[] = {GatherPath::kUnits, GatherPath::kSliceOwners,
                                    GatherPath::kRowOwners, GatherPath::kAuto};
   const int path = (bits >> 5) & 3;
-  if (bits < 0 || bits >= 128 || (bits & 3) >= kUnrollLevels) {
+  const bool passes = (bits & 128) != 0;
+  if (bits < 0 || bits >= 256 || (bits & 3) >= kUnrollLevels || (passes && path != 0)) {
     return false;
   }
-  variant->path = kPaths[path];
+  variant->path = passes ? GatherPath::kColumnPasses : kPaths[path];
   variant->unroll_level = bits & 3;
   variant->interleaved = (bits & 4) != 0;
   variant->streaming_stores = (bits & 8) == 0;
@@ -540,6 +636,10 @@ GatherPath ResolveGatherPath(const GatherLaunchShape& shape, const void* d_table
       return SlicesFit(shape, d_table, table_type, num_rows, dim, d_out, out_type)
                  ? GatherPath::kSliceOwners
                  : GatherPath::kUnits;
+    case GatherPath::kColumnPasses:
+      return ColumnPassesFit(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type)
+                 ? GatherPath::kColumnPasses
+                 : GatherPath::kUnits;
     case GatherPath::kUnits:
       break;
   }
@@ -554,7 +654,8 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
       shape.num_sms < 1 || shape.variant.unroll_level < 0 ||
       shape.variant.unroll_level >= kUnrollLevels ||
       !(asked == GatherPath::kAuto || asked == GatherPath::kUnits ||
-        asked == GatherPath::kRowOwners || asked == GatherPath::kSliceOwners)) {
+        asked == GatherPath::kRowOwners || asked == GatherPath::kSliceOwners ||
+        asked == GatherPath::kColumnPasses)) {
     return cudaErrorInvalidValue;
   }
   if (num_ids == 0) {
@@ -580,6 +681,14 @@ cudaError_t EnqueueGather(const GatherLaunchShape& shape, const void* d_table, D
                                  stream);
       }
       return LaunchSliceOwners(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
+    case GatherPath::kColumnPasses:
+      if (asked == GatherPath::kAuto) {
+        GatherLaunchShape passes = shape;
+        passes.variant = kRulePasses;
+        return LaunchColumnPasses(passes, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
+                                  stream);
+      }
+      return LaunchColumnPasses(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out, stream);
     case GatherPath::kAuto:
     case GatherPath::kUnits:
       break;

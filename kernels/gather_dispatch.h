@@ -33,6 +33,11 @@ enum class GatherPath : int {
   // (as many as its shared memory takes) and writes that slice of every answer row. Needs equal
   // table and answer types, rows a multiple of 128 bytes and 16-byte pointers; elsewhere kUnits.
   kSliceOwners = 4,
+  // GatherColumnPassesKernel: kUnits' copy in passes over column chunks, each chunk of the table
+  // small enough for L2, so that a row the ids repeat is read from memory once per chunk. Needs
+  // equal types, 16-byte rows and pointers, and a chunk of whole lines (PassChunkUnits in
+  // gather_dispatch.cu); elsewhere kUnits. Takes kUnits' variant fields.
+  kColumnPasses = 5,
 };
 
 // How a gather kernel walks the answer. The default (kAuto, with the other fields as below for
@@ -62,6 +67,7 @@ struct GatherLaunchShape {
   int max_threads_per_sm = 0;    // resident threads per multiprocessor
   int cc_major = 0;              // compute capability major; kRowOwners needs 9 or more
   int smem_per_block_optin = 0;  // bytes of shared memory a block may opt in to
+  int64_t l2_bytes = 0;          // L2 size; column passes size their chunks by it
   // The grid cap, for launch-shape experiments. kUnits: 0, kGatherMaxWaves resident waves of the
   // chosen kernel (num_sms * its blocks per SM * 64); -k, k waves (-1: a persistent grid); > 0,
   // blocks. kRowOwners:
@@ -81,7 +87,8 @@ GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning);
 // The variant that a benchmark's bits name (kernels/tools/gather_benchmark.py, emb_gather_ex):
 // bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block (0), bit 3 plain
 // (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last policy (1), bits
-// 5-6 the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 kAuto. False, and
+// 5-6 the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 kAuto; bit 7 (with path 0) kColumnPasses.
+// False, and
 // *variant untouched, for bits that name no variant.
 bool GatherVariantFromBits(int bits, GatherVariant* variant);
 

@@ -44,17 +44,19 @@ DTYPES = {"float32": (torch.float32, 1), "float16": (torch.float16, 2), "bfloat1
 
 # The kernel variants of emb_gather_ex (see gather_capi.cc): bits 0-1 unroll level, bit 2
 # interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
-# 1 slice owners, 2 row owners; the owners paths ignore bit 2).
+# 1 slice owners, 2 row owners; the owners paths ignore bit 2), bit 7 (with path 0) column passes.
 UNITS, SLICES, OWNERS = 0, 32, 64
+PASSES = 128  # bit 7: units in column passes
 VARIANTS = ([v for v in range(32)]
             + [OWNERS + v for v in range(32) if (v & 3) < 3 and not v & 4]
-            + [SLICES + v for v in range(32) if not v & 4])
-PATH_NAMES = {1: "units", 3: "owners", 4: "slices"}
+            + [SLICES + v for v in range(32) if not v & 4]
+            + [PASSES + v for v in (4 + 16, 1 + 4 + 16, 1 + 4 + 8 + 16, 2 + 4 + 16, 3 + 4 + 16, 1 + 4)])
+PATH_NAMES = {1: "units", 3: "owners", 4: "slices", 5: "passes"}
 PATH_OF_VARIANT = {SLICES: 4, OWNERS: 3}
 
 
 def variant_label(v, suffix=""):
-    kind = {UNITS: "u", SLICES: "s", OWNERS: "o"}[v & 96]
+    kind = "c" if v & PASSES else {UNITS: "u", SLICES: "s", OWNERS: "o"}[v & 96]
     spans = "" if v & 96 else ("i" if v & 4 else "s")
     return f"{kind}{v & 3}{spans}{'p' if v & 8 else 'c'}{'L' if v & 16 else ''}{suffix}"
 

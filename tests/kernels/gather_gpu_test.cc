@@ -365,7 +365,10 @@ TEST(GatherVariantBits, NameEveryVariantAndNothingElse) {
   EXPECT_EQ(v.unroll_level, 3);
   EXPECT_FALSE(v.streaming_stores);
   EXPECT_FALSE(v.table_evict_last);
-  for (int bad : {-1, 128, 1 << 20}) {  // out of range
+  ASSERT_TRUE(GatherVariantFromBits(128 + 4 + 1, &v));
+  EXPECT_EQ(v.path, GatherPath::kColumnPasses);
+  EXPECT_EQ(v.unroll_level, 1);
+  for (int bad : {-1, 128 + 32, 128 + 64, 256, 1 << 20}) {  // passes with a path; out of range
     EXPECT_FALSE(GatherVariantFromBits(bad, &v)) << bad;
   }
 }
@@ -431,6 +434,8 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              64, 65, 66, 72, 73, 74, 80, 81, 82, 88, 89, 90,
                              // kSliceOwners
                              32, 33, 34, 35, 40, 41, 48, 49, 50, 51, 56, 57, 58, 59,
+                             // kUnits in column passes (raw bytes; the rest fall back)
+                             128 + 4 + 16, 128 + 1 + 4 + 8, 128 + 2, 128 + 3 + 4 + 16,
                              // kAuto
                              96 + 1 + 4 + 16, 96 + 0 + 8));
 
@@ -463,6 +468,48 @@ TEST_F(GatherGpuTest, SliceOwnersReadRowsPastSharedMemoryFromTheTable) {
       ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 50),
                           DataType::kFloat32, rows, dim, TestIds(rows, 1000, 51 + level),
                           DataType::kFloat32, 0, 0, launch);
+    }
+  }
+}
+
+// Column passes on a device shape that claims a 64 KB L2, so that 100 rows of 1 KB take 4 passes
+// of 256 bytes (the largest divisor of the row's 64 units whose chunk of every row fits 32 KB).
+// Ids that all name one row, ids in descending order, and random ids; 3000 ids, so the last tile
+// is partial. Every unroll level, on the default grid and on 3 blocks.
+TEST_F(GatherGpuTest, ColumnPassesPutEveryChunkInPlace) {
+  const int64_t rows = 100;
+  const int64_t dim = 256;  // 1 KB rows
+  const std::vector<std::byte> table =
+      RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 70);
+  std::vector<int64_t> descending(3000);
+  for (size_t i = 0; i < descending.size(); ++i) {
+    descending[i] = rows - 1 - static_cast<int64_t>(i % rows);
+  }
+  const std::vector<std::vector<int64_t>> id_sets = {std::vector<int64_t>(3000, 42), descending,
+                                                     TestIds(rows, 3000, 71)};
+  for (const int level : {0, 1, 2, 3}) {
+    for (const int max_blocks : {0, 3}) {
+      GatherVariant variant;
+      variant.unroll_level = level;
+      variant.path = GatherPath::kColumnPasses;
+      const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
+                                  int64_t num_rows, int64_t d, const int64_t* d_ids,
+                                  int64_t num_ids, void* d_out, DataType out_type,
+                                  cudaStream_t stream) {
+        GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
+        shape.l2_bytes = 64 << 10;
+        EXPECT_EQ(
+            ResolveGatherPath(shape, d_table, table_type, num_rows, d, num_ids, d_out, out_type),
+            GatherPath::kColumnPasses);
+        return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, d, d_ids, num_ids,
+                                        d_out, out_type, stream),
+                          "EnqueueGather");
+      };
+      for (size_t set = 0; set < id_sets.size(); ++set) {
+        SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks, ", id set ", set));
+        ExpectGpuMatchesCpu(table, DataType::kFloat32, rows, dim, id_sets[set], DataType::kFloat32,
+                            0, 0, launch);
+      }
     }
   }
 }
@@ -506,6 +553,7 @@ TEST(GatherPathRule, PicksByShape) {
   shape.max_threads_per_sm = 2048;
   shape.cc_major = 9;
   shape.smem_per_block_optin = 227 << 10;
+  shape.l2_bytes = int64_t{60} << 20;
   const void* p = reinterpret_cast<const void*>(uintptr_t{1} << 20);
   const void* odd = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
   const auto path = [&](DataType in, int64_t rows, int64_t dim, int64_t ids, DataType out,
@@ -515,12 +563,17 @@ TEST(GatherPathRule, PicksByShape) {
   constexpr DataType kF32 = DataType::kFloat32;
   constexpr DataType kF16 = DataType::kFloat16;
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kSliceOwners);
-  EXPECT_EQ(path(kF32, 1808, 4096, 16384, kF32), GatherPath::kSliceOwners);  // all held
-  EXPECT_EQ(path(kF32, 2066, 4096, 16384, kF32), GatherPath::kSliceOwners);  // 7/8 held
-  EXPECT_EQ(path(kF32, 2067, 4096, 16384, kF32), GatherPath::kRowOwners);    // less
-  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kRowOwners);    // ids = 2 x rows
-  EXPECT_EQ(path(kF32, 16384, 4096, 16384, kF32), GatherPath::kUnits);       // ids = rows
+  EXPECT_EQ(path(kF32, 1808, 4096, 16384, kF32), GatherPath::kSliceOwners);    // all held
+  EXPECT_EQ(path(kF32, 2066, 4096, 16384, kF32), GatherPath::kSliceOwners);    // 7/8 held
+  EXPECT_EQ(path(kF32, 2067, 4096, 16384, kF32), GatherPath::kRowOwners);      // less; fits L2
+  EXPECT_EQ(path(kF32, 3840, 4096, 16384, kF32), GatherPath::kRowOwners);      // 60 MB: fits L2
+  EXPECT_EQ(path(kF32, 3841, 4096, 16384, kF32), GatherPath::kColumnPasses);   // past L2
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kColumnPasses);   // 2 KB chunks
+  EXPECT_EQ(path(kF32, 32768, 4096, 16384, kF32), GatherPath::kColumnPasses);  // 512 B
+  EXPECT_EQ(path(kF32, 32768, 4096, 16383, kF32), GatherPath::kUnits);         // ids < rows / 2
+  EXPECT_EQ(path(kF32, 65536, 4096, 16384, kF32), GatherPath::kUnits);         // 256 B chunks
   EXPECT_EQ(path(kF32, 131072, 4096, 16384, kF32), GatherPath::kUnits);
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF16), GatherPath::kUnits);       // a conversion
   EXPECT_EQ(path(kF32, 1024, 768, 16384, kF32), GatherPath::kUnits);        // 3 KB rows
   EXPECT_EQ(path(kF16, 1024, 4096, 16384, kF16), GatherPath::kUnits);       // 8 KB rows
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF16), GatherPath::kUnits);       // a conversion
@@ -528,9 +581,10 @@ TEST(GatherPathRule, PicksByShape) {
   EXPECT_EQ(path(kF32, 1024, 4097, 16384, kF32), GatherPath::kUnits);       // odd row bytes
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32, odd), GatherPath::kUnits);  // misaligned
   EXPECT_EQ(path(kF32, 1024, 65536, 16384, kF32), GatherPath::kUnits);      // 256 KB rows: too long
-  shape.cc_major = 8;  // no copy engine: row owners give way; slice owners need none
+  shape.cc_major = 8;  // no copy engine: row owners give way; the other paths need none
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kSliceOwners);
-  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kUnits);
+  EXPECT_EQ(path(kF32, 3000, 4096, 16384, kF32), GatherPath::kUnits);
+  EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kColumnPasses);
   shape.cc_major = 7;  // no cp.async
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kUnits);
 }
