@@ -112,6 +112,19 @@ bool IsAligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
+// The grid cap of a units-style launch (GatherLaunchShape::max_blocks): blocks as asked, or
+// resident waves of a kernel that __launch_bounds__ fits `min_blocks_per_sm` times on a full
+// multiprocessor (-k: k waves; 0: kGatherMaxWaves).
+int64_t UnitsGridCap(const GatherLaunchShape& shape, int min_blocks_per_sm) {
+  if (shape.max_blocks > 0) {
+    return shape.max_blocks;
+  }
+  const int64_t wave =
+      int64_t{shape.num_sms} *
+      std::max(1, std::min(min_blocks_per_sm, shape.max_threads_per_sm / kBlockThreads));
+  return wave * (shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : int64_t{kGatherMaxWaves});
+}
+
 template <typename In, typename Out, int kN, int kLevel>
 cudaError_t LaunchUnrolled(const GatherLaunchShape& shape, const void* d_table, int64_t dim,
                            const int64_t* d_ids, int64_t num_ids, void* d_out,
@@ -125,15 +138,8 @@ cudaError_t LaunchUnrolled(const GatherLaunchShape& shape, const void* d_table, 
     return cudaErrorInvalidValue;
   }
   const int64_t rows_per_launch = kMaxUnitsPerLaunch / row_units;
-  // A resident wave: __launch_bounds__ guarantees kMinBlocksPerSm blocks fit on a full SM.
-  const int64_t wave =
-      int64_t{shape.num_sms} *
-      std::max(1, std::min(gather::kMinBlocksPerSm<kUnroll, gather::kWiderUnitBytes<In, Out, kN>>,
-                           shape.max_threads_per_sm / kBlockThreads));
   const int64_t max_blocks =
-      shape.max_blocks > 0
-          ? shape.max_blocks
-          : wave * (shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : int64_t{kGatherMaxWaves});
+      UnitsGridCap(shape, gather::kMinBlocksPerSm<kUnroll, gather::kWiderUnitBytes<In, Out, kN>>);
 
   GatherArgs args;
   args.units_per_row = FastDivmod::Make(static_cast<uint32_t>(row_units));
@@ -416,13 +422,7 @@ cudaError_t LaunchPassesUnrolled(const GatherLaunchShape& shape, const void* d_t
   args.row_units = static_cast<uint32_t>(row_units);
   args.total_units = static_cast<uint32_t>(num_ids * row_units);
   args.flags = CacheFlags(shape.variant);
-  const int64_t wave =
-      int64_t{shape.num_sms} * std::max(1, std::min(gather::kMinBlocksPerSm<kUnroll, 16>,
-                                                    shape.max_threads_per_sm / kBlockThreads));
-  const int64_t max_blocks =
-      shape.max_blocks > 0
-          ? shape.max_blocks
-          : wave * (shape.max_blocks < 0 ? -int64_t{shape.max_blocks} : int64_t{kGatherMaxWaves});
+  const int64_t max_blocks = UnitsGridCap(shape, gather::kMinBlocksPerSm<kUnroll, 16>);
   const int64_t tiles = (int64_t{args.total_units} + kTile - 1) / kTile;
   DropStaleError();
   gather::GatherColumnPassesKernel<kUnroll>
