@@ -19,8 +19,9 @@ inline constexpr int kGatherUnrollLevels = 4;
 
 // Which kernel does a gather.
 enum class GatherPath : int {
-  // The dispatcher's rule (see ChoosePath in gather_dispatch.cu): kSliceOwners or kRowOwners for
-  // small tables of long rows that the ids use twice or more on average, else kUnits.
+  // The dispatcher's rule (see ChoosePath in gather_dispatch.cu): for long rows, kSliceOwners or
+  // kRowOwners for small tables that the ids use twice or more on average, kColumnPasses for
+  // tables past L2; else kUnits.
   kAuto = 0,
   // GatherUnitsKernel: threads load, convert and store 2- to 16-byte units. Any types, any dim.
   kUnits = 1,
