@@ -112,6 +112,24 @@ bool IsAligned(const void* p, int bytes) {
   return reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes) == 0;
 }
 
+// Calls f(std::integral_constant<int, level>{}) for a variant's unroll level (0 to 3), so that a
+// launcher can take the level as a template argument; cudaErrorInvalidValue for another level.
+template <typename F>
+cudaError_t WithUnrollLevel(int level, F&& f) {
+  static_assert(kUnrollLevels == 4);
+  switch (level) {
+    case 0:
+      return f(std::integral_constant<int, 0>{});
+    case 1:
+      return f(std::integral_constant<int, 1>{});
+    case 2:
+      return f(std::integral_constant<int, 2>{});
+    case 3:
+      return f(std::integral_constant<int, 3>{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 // The grid cap of a units-style launch (GatherLaunchShape::max_blocks): blocks as asked, or
 // resident waves of a kernel that __launch_bounds__ fits `min_blocks_per_sm` times on a full
 // multiprocessor (-k: k waves; 0: kGatherMaxWaves).
@@ -179,17 +197,10 @@ cudaError_t LaunchUnrolled(const GatherLaunchShape& shape, const void* d_table, 
 template <typename In, typename Out, int kN>
 cudaError_t LaunchUnits(const GatherLaunchShape& shape, const void* d_table, int64_t dim,
                         const int64_t* d_ids, int64_t num_ids, void* d_out, cudaStream_t stream) {
-  switch (shape.variant.unroll_level) {
-    case 0:
-      return LaunchUnrolled<In, Out, kN, 0>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
-    case 1:
-      return LaunchUnrolled<In, Out, kN, 1>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
-    case 2:
-      return LaunchUnrolled<In, Out, kN, 2>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
-    case 3:
-      return LaunchUnrolled<In, Out, kN, 3>(shape, d_table, dim, d_ids, num_ids, d_out, stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithUnrollLevel(shape.variant.unroll_level, [&](auto level) {
+    return LaunchUnrolled<In, Out, kN, decltype(level)::value>(shape, d_table, dim, d_ids, num_ids,
+                                                               d_out, stream);
+  });
 }
 
 // The widest unit that divides the row and that both base pointers are aligned to (rows then
@@ -435,21 +446,10 @@ cudaError_t LaunchColumnPasses(const GatherLaunchShape& shape, const void* d_tab
                                int64_t num_rows, int64_t row_bytes, const int64_t* d_ids,
                                int64_t num_ids, void* d_out, cudaStream_t stream) {
   const int64_t row_units = row_bytes / 16;
-  switch (shape.variant.unroll_level) {
-    case 0:
-      return LaunchPassesUnrolled<1>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
-                                     stream);
-    case 1:
-      return LaunchPassesUnrolled<2>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
-                                     stream);
-    case 2:
-      return LaunchPassesUnrolled<4>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
-                                     stream);
-    case 3:
-      return LaunchPassesUnrolled<8>(shape, d_table, num_rows, row_units, d_ids, num_ids, d_out,
-                                     stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithUnrollLevel(shape.variant.unroll_level, [&](auto level) {
+    return LaunchPassesUnrolled<1 << decltype(level)::value>(shape, d_table, num_rows, row_units,
+                                                             d_ids, num_ids, d_out, stream);
+  });
 }
 
 // ---- The slice-owners path ----
@@ -458,7 +458,7 @@ cudaError_t LaunchColumnPasses(const GatherLaunchShape& shape, const void* d_tab
 constexpr int64_t kSliceSmemReserve = 1024;
 
 // The rule's slice-owners launch: four answer rows in flight per thread, evict-first stores,
-// evict_last table loads (the H200 sweep's best at vocab 1024 and 2048, docs/benchmarks.md §1).
+// evict_last table loads (the H200 sweep's best at vocab 1024 and 2048, docs/benchmarks.md §1.1).
 constexpr GatherVariant kRuleSlices{GatherPath::kSliceOwners, /*unroll_level=*/2,
                                     /*interleaved=*/true, /*streaming_stores=*/true,
                                     /*table_evict_last=*/true};
@@ -513,21 +513,10 @@ cudaError_t LaunchSlicesUnrolled(const GatherLaunchShape& shape, const void* d_t
 cudaError_t LaunchSliceOwners(const GatherLaunchShape& shape, const void* d_table, int64_t num_rows,
                               int64_t row_bytes, const int64_t* d_ids, int64_t num_ids, void* d_out,
                               cudaStream_t stream) {
-  switch (shape.variant.unroll_level) {
-    case 0:
-      return LaunchSlicesUnrolled<1>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
-                                     stream);
-    case 1:
-      return LaunchSlicesUnrolled<2>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
-                                     stream);
-    case 2:
-      return LaunchSlicesUnrolled<4>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
-                                     stream);
-    case 3:
-      return LaunchSlicesUnrolled<8>(shape, d_table, num_rows, row_bytes, d_ids, num_ids, d_out,
-                                     stream);
-  }
-  return cudaErrorInvalidValue;
+  return WithUnrollLevel(shape.variant.unroll_level, [&](auto level) {
+    return LaunchSlicesUnrolled<1 << decltype(level)::value>(shape, d_table, num_rows, row_bytes,
+                                                             d_ids, num_ids, d_out, stream);
+  });
 }
 
 // Whether the slice-owners path can serve these arguments: cp.async (sm_80), raw bytes (equal

@@ -439,34 +439,42 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              // kAuto
                              96 + 1 + 4 + 16, 96 + 0 + 8));
 
+// A launcher that enqueues the gather on the shape that `shape_of` makes of the device's tuning,
+// after checking that this shape takes `path` for the gather's arguments.
+Launcher LaunchOnPath(std::function<GatherLaunchShape(const GatherTuning&)> shape_of,
+                      GatherPath path) {
+  return [shape_of = std::move(shape_of), path](const GatherTuning& t, const void* d_table,
+                                                DataType table_type, int64_t num_rows, int64_t dim,
+                                                const int64_t* d_ids, int64_t num_ids, void* d_out,
+                                                DataType out_type, cudaStream_t stream) {
+    const GatherLaunchShape shape = shape_of(t);
+    EXPECT_EQ(
+        ResolveGatherPath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type),
+        path);
+    return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
+                                    d_out, out_type, stream),
+                      "EnqueueGather");
+  };
+}
+
 // A table with more rows than a slice-owners block holds in shared memory: the rest come from
 // the table in global memory, in the same pass. Every rows-in-flight level, on one resident wave
 // and with 3 blocks per slice; 1000 ids, so the last step is partial.
 TEST_F(GatherGpuTest, SliceOwnersReadRowsPastSharedMemoryFromTheTable) {
-  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
-  ASSERT_TRUE(tuning.ok()) << tuning.status();
   const int64_t rows = 5000;  // more than 227 KB of 128-byte slices (1808 rows)
   const int64_t dim = 64;     // 256-byte rows: two slices
+  const std::vector<std::byte> table =
+      RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 50);
   for (const int level : {0, 1, 2, 3}) {
     for (const int max_blocks : {-1, 3}) {
       GatherVariant variant;
       variant.path = GatherPath::kSliceOwners;
       variant.unroll_level = level;
-      const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
-                                  int64_t num_rows, int64_t d, const int64_t* d_ids,
-                                  int64_t num_ids, void* d_out, DataType out_type,
-                                  cudaStream_t stream) {
-        const GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
-        EXPECT_EQ(
-            ResolveGatherPath(shape, d_table, table_type, num_rows, d, num_ids, d_out, out_type),
-            GatherPath::kSliceOwners);
-        return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, d, d_ids, num_ids,
-                                        d_out, out_type, stream),
-                          "EnqueueGather");
-      };
+      const Launcher launch =
+          LaunchOnPath([=](const GatherTuning& t) { return ShapeOf(t, max_blocks, variant); },
+                       GatherPath::kSliceOwners);
       SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks));
-      ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 50),
-                          DataType::kFloat32, rows, dim, TestIds(rows, 1000, 51 + level),
+      ExpectGpuMatchesCpu(table, DataType::kFloat32, rows, dim, TestIds(rows, 1000, 51 + level),
                           DataType::kFloat32, 0, 0, launch);
     }
   }
@@ -492,19 +500,13 @@ TEST_F(GatherGpuTest, ColumnPassesPutEveryChunkInPlace) {
       GatherVariant variant;
       variant.unroll_level = level;
       variant.path = GatherPath::kColumnPasses;
-      const Launcher launch = [&](const GatherTuning& t, const void* d_table, DataType table_type,
-                                  int64_t num_rows, int64_t d, const int64_t* d_ids,
-                                  int64_t num_ids, void* d_out, DataType out_type,
-                                  cudaStream_t stream) {
-        GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
-        shape.l2_bytes = 64 << 10;
-        EXPECT_EQ(
-            ResolveGatherPath(shape, d_table, table_type, num_rows, d, num_ids, d_out, out_type),
-            GatherPath::kColumnPasses);
-        return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, d, d_ids, num_ids,
-                                        d_out, out_type, stream),
-                          "EnqueueGather");
-      };
+      const Launcher launch = LaunchOnPath(
+          [=](const GatherTuning& t) {
+            GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
+            shape.l2_bytes = 64 << 10;
+            return shape;
+          },
+          GatherPath::kColumnPasses);
       for (size_t set = 0; set < id_sets.size(); ++set) {
         SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks, ", id set ", set));
         ExpectGpuMatchesCpu(table, DataType::kFloat32, rows, dim, id_sets[set], DataType::kFloat32,
