@@ -7,7 +7,7 @@
 // service; what it found, and the kernel it led to (gather/slice_owners_kernel.cuh), is in
 // docs/benchmarks.md §1 and docs/runs/h200_write_probe_1.md.
 //
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o write_probe kernels/tools/write_probe.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -I. -o write_probe kernels/tools/write_probe.cu
 //   ./write_probe            # one table: kernel, vocab, us, answer GB/s, exact
 //   ./write_probe gathers    # the gathers only
 #include <cuda_runtime.h>
@@ -21,6 +21,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include "kernels/gather/copy_engine.cuh"
 
 #define CHECK(x)                                                                              \
   do {                                                                                        \
@@ -37,61 +39,16 @@ constexpr int64_t kRows = 8 * 2048;
 constexpr uint32_t kRowBytes = 4096 * 4;
 constexpr int kIdSets = 4;
 
-__device__ __forceinline__ uint32_t Smem(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ uint64_t EvictFirst() {
-  uint64_t p;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ uint64_t EvictLast() {
-  uint64_t p;
-  asm("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-__device__ __forceinline__ void BarInit(uint64_t* b) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(Smem(b)) : "memory");
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
-__device__ __forceinline__ void BarExpect(uint64_t* b, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(Smem(b)), "r"(bytes)
-               : "memory");
-}
-__device__ __forceinline__ void BarWait(uint64_t* b, uint32_t parity) {
-  uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-        "selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(Smem(b)), "r"(parity)
-        : "memory");
-  } while (done == 0);
-}
-__device__ __forceinline__ void BulkLoad(void* s, const void* g, uint32_t bytes, uint64_t* bar,
-                                         uint64_t pol) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
-      " [%0], [%1], %2, [%3], %4;" ::"r"(Smem(s)),
-      "l"(g), "r"(bytes), "r"(Smem(bar)), "l"(pol)
-      : "memory");
-}
-__device__ __forceinline__ void BulkStore(void* g, const void* s, uint32_t bytes, bool hint,
-                                          uint64_t pol) {
-  if (hint) {
-    asm volatile(
-        "cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(g),
-        "r"(Smem(s)), "r"(bytes), "l"(pol)
-        : "memory");
-  } else {
-    asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(g),
-                 "r"(Smem(s)), "r"(bytes)
-                 : "memory");
-  }
-  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-}
+#if defined(EMB_GATHER_BULK_COPIES)
+using emb::kernels::gather::BulkLoad;
+using emb::kernels::gather::BulkStore;
+using emb::kernels::gather::EvictFirstPolicy;
+using emb::kernels::gather::EvictLastPolicy;
+using emb::kernels::gather::ExpectBytes;
+using emb::kernels::gather::InitBarrier;
+using emb::kernels::gather::WaitBarrier;
+using emb::kernels::gather::WaitStoresDone;
+#endif
 
 // --- writes only ---------------------------------------------------------------------------
 
@@ -111,6 +68,7 @@ __global__ void FillV4(uint4* out, uint64_t units, bool cs) {
 // Each block bulk-stores one 16 KB shared buffer to answer rows order[blockIdx.x + k * grid]
 // (order null: the row itself).
 __global__ void BulkStoreRows(uint8_t* out, const int32_t* order, int64_t rows, bool hint) {
+#if defined(EMB_GATHER_BULK_COPIES)
   extern __shared__ __align__(128) uint8_t s[];
   for (uint32_t i = threadIdx.x; i < kRowBytes / 16; i += blockDim.x) {
     reinterpret_cast<uint4*>(s)[i] = make_uint4(i, blockIdx.x, 3, 4);
@@ -118,12 +76,15 @@ __global__ void BulkStoreRows(uint8_t* out, const int32_t* order, int64_t rows, 
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
   __syncthreads();
   if (threadIdx.x != 0) return;
-  const uint64_t pol = EvictFirst();
+  const uint64_t pol = EvictFirstPolicy();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t row = order ? order[r] : r;
     BulkStore(out + row * kRowBytes, s, kRowBytes, hint, pol);
   }
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  WaitStoresDone();
+#else
+  __trap();
+#endif
 }
 
 // Block (c, h) writes bytes [c * S, c * S + S) of rows h, h + gridDim.y, ... (16-byte stores).
@@ -302,25 +263,25 @@ __global__ void __launch_bounds__(256)
 template <int kStages, int kAhead>
 __global__ void GatherCopyEngine(const uint8_t* table, const int64_t* ids, uint8_t* out,
                                  int64_t rows, bool hint) {
+#if defined(EMB_GATHER_BULK_COPIES)
   extern __shared__ __align__(128) uint8_t s[];
   __shared__ uint64_t bars[kStages];
   if (threadIdx.x != 0) return;
-  for (int i = 0; i < kStages; ++i) BarInit(&bars[i]);
-  const uint64_t last = EvictLast();
-  const uint64_t first = EvictFirst();
+  for (int i = 0; i < kStages; ++i) InitBarrier(&bars[i]);
+  const uint64_t last = EvictLastPolicy();
+  const uint64_t first = EvictFirstPolicy();
   const int64_t mine = rows > blockIdx.x ? (rows - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
   auto row_of = [&](int64_t k) { return blockIdx.x + k * gridDim.x; };
   auto load = [&](int64_t k) {
     const int slot = static_cast<int>(k % kStages);
-    BarExpect(&bars[slot], kRowBytes);
+    ExpectBytes(&bars[slot], kRowBytes);
     BulkLoad(s + slot * kRowBytes, table + __ldg(ids + row_of(k)) * kRowBytes, kRowBytes,
-             &bars[slot], last);
+             &bars[slot], /*evict_last=*/true, last);
   };
   for (int64_t k = 0; k < kAhead && k < mine; ++k) load(k);
   for (int64_t k = 0; k < mine; ++k) {
     const int slot = static_cast<int>(k % kStages);
-    BarWait(&bars[slot], static_cast<uint32_t>((k / kStages) & 1));
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    WaitBarrier(&bars[slot], static_cast<uint32_t>((k / kStages) & 1));
     BulkStore(out + row_of(k) * kRowBytes, s + slot * kRowBytes, kRowBytes, hint, first);
     const int64_t next = k + kAhead;
     if (next < mine) {
@@ -330,7 +291,10 @@ __global__ void GatherCopyEngine(const uint8_t* table, const int64_t* ids, uint8
       load(next);
     }
   }
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  WaitStoresDone();
+#else
+  __trap();
+#endif
 }
 
 // --- harness -------------------------------------------------------------------------------
