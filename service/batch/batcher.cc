@@ -112,7 +112,9 @@ void Batcher::Shutdown() {
   }
   absl::MutexLock lock(&mu_);
   mu_.Await(absl::Condition(
-      +[](int64_t* inflight) { return *inflight == 0; }, &inflight_));
+      +[](Batcher* b)
+           ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->inflight_ == 0 && b->finishing_ == 0; },
+      this));
 }
 
 int64_t Batcher::queued_ids_for_test() const {
@@ -226,6 +228,13 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
 }
 
 void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes& times) {
+  {
+    // The store is done with the batch: its slot may take the next while these calls finish.
+    absl::MutexLock lock(&mu_);
+    --inflight_;
+    ++finishing_;
+    metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+  }
   if (status.ok()) {
     metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
     metrics_.gather_seconds->Observe(times.gather);
@@ -257,8 +266,7 @@ void Batcher::FinishCall(Finishing& f, size_t i) {
   }
   metrics_.finish_seconds->Observe(SecondsSince(f.start));
   absl::MutexLock lock(&mu_);
-  --inflight_;
-  metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+  --finishing_;
 }
 
 }  // namespace emb::service

@@ -12,8 +12,8 @@
 // caller's AnswerBuffer (from a pool of the memory the store writes fastest: pinned for a GPU
 // store; neither zero-filled nor freshly page-faulted), which the store fills directly. Then the
 // calls are finished: the first caller's on the thread that answered the batch, the others' on
-// the finishing threads, so that the store gets its slot back without waiting for gRPC to send
-// every answer. A batch counts as in flight until its last call is finished. Thread-safe.
+// the finishing threads. A batch counts as in flight until the store answers it (its slot is free
+// again then), and as finishing until its last call is finished. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -125,7 +125,8 @@ class Batcher {
   mutable absl::Mutex mu_;
   std::deque<Entry> queue_ ABSL_GUARDED_BY(mu_);
   int64_t queued_ids_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches the store has not answered
+  int64_t finishing_ ABSL_GUARDED_BY(mu_) = 0;  // answered batches with calls left to finish
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
   ThreadPool finishers_;

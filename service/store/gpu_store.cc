@@ -295,8 +295,10 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   }
   RETURN_IF_ERROR(store->Load(source));
   RETURN_IF_ERROR(store->MakeSlots(options.inflight_batches));
-  // One completion thread per slot, so that the answers of batches in flight go out in parallel.
-  for (int i = 0; i < options.inflight_batches; ++i) {
+  // Two completion threads per slot: a slot is free again once its rows are out, while the
+  // thread that answered it may still be finishing a call, so that every slot's batch has a
+  // thread to wait for it.
+  for (int i = 0; i < 2 * options.inflight_batches; ++i) {
     store->completers_.emplace_back([s = store.get()] { s->Complete(); });
   }
   return store;
@@ -456,8 +458,8 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut 
   if (absl::Status s = Enqueue(*slot, ids, out_type, outs); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());
-    done(s, StageTimes{});
     Release(slot);
+    done(s, StageTimes{});
     return;
   }
   slot->done = std::move(done);
@@ -506,9 +508,11 @@ void GpuStore::Complete() {
       times.host_copy =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - copy_start).count();
     }
+    // The rows are in the callers' buffers: the slot is free for the next batch while `done`
+    // finishes calls (a gRPC send of hundreds of microseconds for a large answer).
     Done done = std::move(slot->done);
-    done(s, times);
     Release(slot);
+    done(s, times);
     answered = true;
   }
 }

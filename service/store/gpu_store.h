@@ -7,12 +7,12 @@
 // read the ids from mapped pinned memory and write the rows to host memory directly). Rows go
 // straight into each caller's span where it is pinned (answer_allocator()'s memory) and large
 // enough to be worth its own copy or launch; the other spans' rows pass through the slot's pinned
-// buffer and are copied on the host. Completion threads, one per slot, wait for the batches and
-// call `done`, so several batches are answered at once. With several slots the copies and gather
-// of one batch overlap the next. A completion thread that has just answered polls briefly for the
-// next batch instead of sleeping, since waking a thread costs more than a small batch's whole
-// gather; it does so only while batches come sparsely, since under a steady stream the spinning
-// core costs more than the wake-ups. Thread-safe.
+// buffer and are copied on the host. Completion threads, two per slot, wait for the batches, free
+// their slots and call `done`, so several batches are answered at once. With several slots the
+// copies and gather of one batch overlap the next. A completion thread that has just answered polls
+// briefly for the next batch instead of sleeping, since waking a thread costs more than a small
+// batch's whole gather; it does so only while batches come sparsely, since under a steady stream
+// the spinning core costs more than the wake-ups. Thread-safe.
 #ifndef EMB_SERVICE_STORE_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_STORE_H_
 

@@ -439,6 +439,35 @@ TEST_F(BatcherTest, InlineBatchesStartOnTheSubmittingThreadUpToTheStoresSlots) {
   }
 }
 
+TEST_F(BatcherTest, ABatchWhoseCallsAreStillFinishingLeavesItsSlotToTheNextRequest) {
+  ThreadRecordingStore async(store_.get(), /*asynchronous=*/true);  // one slot
+  Batcher batcher(&async, BatcherOptions{}, table_metrics_, &clock_);
+  Call a(Iota(7, 3), DataType::kFloat32);
+  absl::Notification finishing;  // a's call is being finished (gRPC sending its answer)
+  absl::Notification release;
+  Batcher::Request request = a.Request();
+  request.done = [&, done = std::move(request.done)](const absl::Status& s) mutable {
+    finishing.Notify();
+    release.WaitForNotification();
+    done(s);
+  };
+  ASSERT_THAT(batcher.Submit(std::move(request)), IsOk());
+  std::thread answerer([&] { async.Finish(1); });  // the store answers a's batch on its thread
+  finishing.WaitForNotification();
+  EXPECT_EQ(table_metrics_.inflight_batches->Value(), 0.0);
+
+  // The store has answered a's batch: b starts its own on this thread, not behind a's finish.
+  Call b(Iota(11, 4), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(b.Request()), IsOk());
+  EXPECT_THAT(async.threads(), ElementsAre(std::this_thread::get_id(), std::this_thread::get_id()));
+  release.Notify();
+  async.Finish(2);
+  answerer.join();
+  batcher.Shutdown();
+  EXPECT_EQ(CheckRows(a), "");
+  EXPECT_EQ(CheckRows(b), "");
+}
+
 TEST_F(BatcherTest, RequestsBehindABatchInFlightGoToTheWorker) {
   ThreadRecordingStore async(store_.get(), /*asynchronous=*/true);
   Batcher batcher(&async, BatcherOptions{}, table_metrics_, &clock_);

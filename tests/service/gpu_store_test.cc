@@ -13,10 +13,12 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
@@ -262,6 +264,56 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
                                    << zero_copy_max_bytes << " bytes, direct from " << direct_min;
       }
     }
+  }
+}
+
+// A batch's slot is free again before `done` runs: the batcher finishes calls there (gRPC sends
+// a large answer for hundreds of microseconds), and the next batch must not wait for that.
+TEST_F(GpuStoreTest, ASlotIsFreeWhileItsBatchIsAnswered) {
+  StoreOptions options;
+  options.max_batch_ids = 64;
+  options.inflight_batches = 1;
+  auto source = RandomTable(DataType::kFloat32, 500, 24);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  ASSERT_THAT(cpu.status(), IsOk());
+  const std::vector<int64_t> first_ids = {499, 0, 17, 17, 250};
+  const std::vector<int64_t> second_ids = {3, 141, 59, 26};
+  const size_t row_bytes = 24 * sizeof(float);
+  OutBuffer first_out(first_ids.size() * row_bytes, nullptr);
+  OutBuffer second_out(second_ids.size() * row_bytes, nullptr);
+  absl::Status first_status;
+  absl::Status second_status;
+  bool second_answered_inside_first = false;
+  absl::Notification first_done;
+  const std::vector<absl::Span<std::byte>> first_outs = {first_out.span()};
+  const std::vector<absl::Span<std::byte>> second_outs = {second_out.span()};
+  // The first batch's `done` runs the second batch, through the store's only slot, and waits for
+  // its answer.
+  (*gpu)->LookUp(first_ids, DataType::kFloat32, first_outs,
+                 [&](const absl::Status& s, const StageTimes&) {
+                   first_status = s;
+                   absl::Notification second_done;
+                   (*gpu)->LookUp(second_ids, DataType::kFloat32, second_outs,
+                                  [&](const absl::Status& s2, const StageTimes&) {
+                                    second_status = s2;
+                                    second_done.Notify();
+                                  });
+                   second_answered_inside_first =
+                       second_done.WaitForNotificationWithTimeout(absl::Seconds(30));
+                   first_done.Notify();
+                 });
+  first_done.WaitForNotification();
+  ASSERT_TRUE(second_answered_inside_first);
+  ASSERT_THAT(first_status, IsOk());
+  ASSERT_THAT(second_status, IsOk());
+  for (const auto& [ids, out] :
+       {std::pair(&first_ids, &first_out), std::pair(&second_ids, &second_out)}) {
+    auto want = Gather(**cpu, *ids, DataType::kFloat32);
+    ASSERT_THAT(want.status(), IsOk());
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(out->span().data()), out->span().size()),
+              *want);
   }
 }
 
