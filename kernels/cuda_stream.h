@@ -48,7 +48,8 @@ class CudaStream {
 
 // An event on the device current at Create(). Without `timing` it is created
 // with cudaEventDisableTiming, the cheap kind for ordering and completion
-// checks.
+// checks. With `blocking`, cudaEventSynchronize on it sleeps until the device
+// signals the event (cudaEventBlockingSync) instead of spinning on a core.
 class CudaEvent {
  public:
   CudaEvent() = default;  // empty: get() == nullptr
@@ -58,11 +59,11 @@ class CudaEvent {
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   // INTERNAL if cudaEventCreateWithFlags fails.
-  static absl::StatusOr<CudaEvent> Create(bool timing) {
+  static absl::StatusOr<CudaEvent> Create(bool timing, bool blocking = false) {
     cudaEvent_t e = nullptr;
-    EMB_CUDA_RETURN_IF_ERROR(
-        cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming),
-        "cudaEventCreateWithFlags");
+    const unsigned flags = (timing ? cudaEventDefault : cudaEventDisableTiming) |
+                           (blocking ? cudaEventBlockingSync : 0u);
+    EMB_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&e, flags), "cudaEventCreateWithFlags");
     CudaEvent event;
     event.event_.reset(e);
     return event;

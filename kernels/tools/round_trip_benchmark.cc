@@ -3,10 +3,14 @@
 // host memory (what GpuStore does for answers up to 256 KiB) or in device memory, and with the
 // copy engines instead. Median and 90th percentile of many round trips, one at a time.
 //
-//   round_trip_benchmark [--ids=16] [--dim=128] [--rounds=3000]
+//   round_trip_benchmark [--ids=16] [--dim=128] [--rounds=3000] [--gap_us=0]
+//
+// --gap_us: the host spins this long after each round trip before the next, so that every
+// round starts on an idle GPU, as a lone caller's batches do in the service.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -67,6 +71,7 @@ int main(int argc, char** argv) {
   const int num_ids = Flag(argc, argv, "ids", 16);
   const int dim = Flag(argc, argv, "dim", 128);
   const int rounds = Flag(argc, argv, "rounds", 3000);
+  const int gap_us = Flag(argc, argv, "gap_us", 0);
   constexpr int64_t kRows = 100000;
   const size_t out_bytes = static_cast<size_t>(num_ids) * dim * sizeof(float);
 
@@ -102,6 +107,17 @@ int main(int argc, char** argv) {
     Die("cudaMemset", e);
   }
   unsigned int seq = 0;
+  // The persistent gather's mailbox (mapped), its stream, and whether it runs yet.
+  auto h_box = Must(PinnedBuffer<emb::kernels::probe::Mailbox>::Allocate(1, cudaHostAllocMapped));
+  std::memset(static_cast<void*>(h_box.data()), 0, sizeof(emb::kernels::probe::Mailbox));
+  emb::kernels::probe::Mailbox* m_box = nullptr;
+  if (cudaError_t e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_box), h_box.data(), 0);
+      e != cudaSuccess) {
+    Die("cudaHostGetDevicePointer", e);
+  }
+  CudaStream persistent_stream = Must(CudaStream::Create());
+  bool persistent_running = false;
+  unsigned int box_seq = 0;
   constexpr unsigned kMapped = cudaHostAllocMapped | cudaHostAllocPortable;
   auto h_ids = Must(PinnedBuffer<int64_t>::Allocate(num_ids, kMapped));
   auto h_out = Must(PinnedBuffer<std::byte>::Allocate(out_bytes, kMapped));
@@ -120,6 +136,7 @@ int main(int argc, char** argv) {
   CudaStream stream = Must(CudaStream::Create());
   CudaEvent start = Must(CudaEvent::Create(/*timing=*/true));
   CudaEvent done = Must(CudaEvent::Create(/*timing=*/true));
+  CudaEvent done_blocking = Must(CudaEvent::Create(/*timing=*/true, /*blocking=*/true));
   std::mt19937_64 rng(7);
   std::vector<int64_t> ids(static_cast<size_t>(num_ids));
   if (cudaError_t e =
@@ -144,9 +161,11 @@ int main(int argc, char** argv) {
   struct Way {
     const char* name;
     std::function<void()> enqueue;
-    // How the host learns the end: the end event, recorded after `enqueue` (default), or the
-    // kernel's flag, with the event recorded (not waited on) or not at all.
-    enum class Wait { kEvent, kFlagAndEvent, kFlag } wait = Wait::kEvent;
+    // How the host learns the end: the end event, recorded after `enqueue` and polled (default),
+    // or waited on asleep (a blocking-sync event), or the kernel's flag, with the event recorded
+    // (not waited on) or not at all.
+    // kMailbox: the persistent kernel's done flag.
+    enum class Wait { kEvent, kBlockingEvent, kFlagAndEvent, kFlag, kMailbox } wait = Wait::kEvent;
   };
   const Way ways[] = {
       {"mapped ids, mapped answer, start+end events (GpuStore, small batch)",
@@ -154,6 +173,12 @@ int main(int argc, char** argv) {
          cudaEventRecord(start.get(), stream.get());
          gather(m_ids, m_out);
        }},
+      {"mapped ids, mapped answer, start+end events, asleep on the end (blocking-sync event)",
+       [&] {
+         cudaEventRecord(start.get(), stream.get());
+         gather(m_ids, m_out);
+       },
+       Way::Wait::kBlockingEvent},
       {"mapped ids, mapped answer, end event only", [&] { gather(m_ids, m_out); }},
       {"device ids, mapped answer", [&] { gather(d_ids.data(), m_out); }},
       {"mapped ids, device answer", [&] { gather(m_ids, d_out.data()); }},
@@ -183,15 +208,32 @@ int main(int argc, char** argv) {
          probe(false, true);
        },
        Way::Wait::kFlag},
+      {"persistent kernel (no launch): mapped ids, mapped answer, mailbox's done flag",
+       [&] {
+         if (!persistent_running) {
+           if (cudaError_t e = emb::kernels::probe::LaunchPersistentGather(
+                   d_table.data(), dim, m_ids, reinterpret_cast<float*>(m_out), m_box,
+                   persistent_stream.get());
+               e != cudaSuccess) {
+             Die("persistent kernel", e);
+           }
+           persistent_running = true;
+         }
+         h_box.data()->num_ids = num_ids;
+         std::atomic_thread_fence(std::memory_order_release);
+         h_box.data()->request = ++box_seq;
+       },
+       Way::Wait::kMailbox},
   };
 
   std::printf(
       "GPU round trip of one %d x %d float32 gather, host start to host seeing the end "
-      "event (polled); %d rounds each, microseconds\n\n",
-      num_ids, dim, rounds);
+      "event (polled); %d rounds each, %d us apart, microseconds\n\n",
+      num_ids, dim, rounds, gap_us);
   std::printf("| way | median | p90 | min |\n| --- | ---: | ---: | ---: |\n");
   for (const Way& way : ways) {
-    if (way.wait != Way::Wait::kEvent && num_ids > emb::kernels::probe::kMaxIdsByValue) {
+    if (std::strstr(way.name, "by value") != nullptr &&
+        num_ids > emb::kernels::probe::kMaxIdsByValue) {
       continue;
     }
     int64_t wrong = 0;  // answers that did not hold their rows when the flag was seen
@@ -204,7 +246,12 @@ int main(int argc, char** argv) {
       const auto t0 = std::chrono::steady_clock::now();
       std::memcpy(h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
       way.enqueue();
-      if (way.wait != Way::Wait::kFlag) {
+      if (way.wait == Way::Wait::kBlockingEvent) {
+        cudaEventRecord(done_blocking.get(), stream.get());
+        if (cudaError_t e = cudaEventSynchronize(done_blocking.get()); e != cudaSuccess) {
+          Die(way.name, e);
+        }
+      } else if (way.wait != Way::Wait::kFlag) {
         cudaEventRecord(done.get(), stream.get());
       }
       if (way.wait == Way::Wait::kEvent) {
@@ -212,13 +259,18 @@ int main(int argc, char** argv) {
         while ((e = cudaEventQuery(done.get())) == cudaErrorNotReady) {
         }
         if (e != cudaSuccess) Die(way.name, e);
-      } else {
+      } else if (way.wait == Way::Wait::kMailbox) {
+        while (h_box.data()->done != box_seq) {
+        }
+        std::atomic_thread_fence(std::memory_order_acquire);
+      } else if (way.wait != Way::Wait::kBlockingEvent) {
         const volatile unsigned int* flag = h_flag.data();
         while (*flag != seq) {
         }
       }
       const auto t1 = std::chrono::steady_clock::now();
-      if (way.wait != Way::Wait::kEvent) {
+      if (way.wait == Way::Wait::kFlag || way.wait == Way::Wait::kFlagAndEvent ||
+          way.wait == Way::Wait::kMailbox) {
         const auto* out = reinterpret_cast<const volatile float*>(h_out.data());
         for (int i = 0; i < num_ids; ++i) {
           if (out[static_cast<size_t>(i) * dim] != value(ids[i], 0) ||
@@ -234,12 +286,20 @@ int main(int argc, char** argv) {
       if (r >= 0) {
         us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
       }
+      while (std::chrono::steady_clock::now() - t1 < std::chrono::microseconds(gap_us)) {
+      }
     }
     std::sort(us.begin(), us.end());
     std::printf(
         "| %s | %.1f | %.1f | %.1f |%s\n", way.name, us[us.size() / 2], us[us.size() * 9 / 10],
         us.front(),
         wrong > 0 ? (" " + std::to_string(wrong) + " answers incomplete at the flag").c_str() : "");
+  }
+  if (persistent_running) {
+    h_box.data()->request = emb::kernels::probe::kMailboxStop;
+    if (cudaError_t e = cudaStreamSynchronize(persistent_stream.get()); e != cudaSuccess) {
+      Die("persistent kernel", e);
+    }
   }
   return 0;
 }

@@ -45,7 +45,51 @@ __global__ void __launch_bounds__(kThreads)
   *flag = seq;
 }
 
+__global__ void __launch_bounds__(kThreads)
+    PersistentGatherKernel(const float4* __restrict__ table, uint32_t row_units, const int64_t* ids,
+                           float4* out, Mailbox* box) {
+  __shared__ unsigned int request;
+  __shared__ uint32_t total_units;
+  unsigned int last = 0;
+  for (;;) {
+    if (threadIdx.x == 0) {
+      unsigned int r;
+      while ((r = box->request) == last) {
+      }
+      __threadfence_system();  // the ids and count are read after the request that names them
+      request = r;
+      total_units = static_cast<uint32_t>(box->num_ids) * row_units;
+    }
+    __syncthreads();
+    const unsigned int r = request;
+    if (r == kMailboxStop) {
+      return;
+    }
+    last = r;
+    for (uint32_t u = threadIdx.x; u < total_units; u += kThreads) {
+      const uint32_t row = u / row_units;
+      const uint32_t col = u - row * row_units;
+      // Never a cached copy of an earlier request's ids.
+      const int64_t id = __ldcv(reinterpret_cast<const long long*>(ids) + row);
+      out[u] = __ldg(table + (static_cast<uint64_t>(id) * row_units + col));
+    }
+    __threadfence_system();
+    __syncthreads();  // every row written before the flag; `request` read by all before reuse
+    if (threadIdx.x == 0) {
+      box->done = r;
+    }
+  }
+}
+
 }  // namespace
+
+cudaError_t LaunchPersistentGather(const float* d_table, int dim, const int64_t* ids, float* out,
+                                   Mailbox* box, cudaStream_t stream) {
+  PersistentGatherKernel<<<1, kThreads, 0, stream>>>(reinterpret_cast<const float4*>(d_table),
+                                                     static_cast<uint32_t>(dim / 4), ids,
+                                                     reinterpret_cast<float4*>(out), box);
+  return cudaPeekAtLastError();
+}
 
 cudaError_t LaunchProbeGather(const float* d_table, int dim, const int64_t* ids_ptr,
                               const int64_t* host_ids, int num_ids, float* out,

@@ -23,6 +23,20 @@ cudaError_t LaunchProbeGather(const float* d_table, int dim, const int64_t* ids_
                               unsigned int* blocks_done, unsigned int* flag, unsigned int seq,
                               cudaStream_t stream);
 
+// A persistent gather: one block that polls `box` (in mapped host memory) for requests, so that
+// a batch needs no launch at all. The host writes the ids where `ids` points, then box->num_ids,
+// then a new box->request; the kernel writes the rows to `out` (mapped) and, once they are
+// visible to the host, box->done = request. request == kMailboxStop ends the kernel.
+inline constexpr unsigned int kMailboxStop = 0xffffffffu;
+struct Mailbox {
+  volatile unsigned int request;
+  volatile int num_ids;
+  unsigned int pad[14];  // request and done on separate 64-byte lines
+  volatile unsigned int done;
+};
+cudaError_t LaunchPersistentGather(const float* d_table, int dim, const int64_t* ids, float* out,
+                                   Mailbox* box, cudaStream_t stream);
+
 }  // namespace emb::kernels::probe
 
 #endif  // EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
