@@ -56,6 +56,9 @@ class Worker {
   }
 
   void Finish() {
+    // The last call's context goes before the run is told: the caller may destroy the channels
+    // as soon as it is (see EmbeddingClient::LookUpAsync).
+    ctx_.reset();
     if (active_->fetch_sub(1, std::memory_order_acq_rel) == 1) {
       all_done_->Notify();
     }
