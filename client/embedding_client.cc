@@ -192,8 +192,9 @@ void EmbeddingClient::LookUpAsync(const LookUpRequestSpec& spec, absl::Duration 
                            // The call (its context) goes before `done` runs: a caller that destroys
                            // the client once `done` has run must not destroy the last channel while
                            // this thread still holds the call. With gRPC 1.51 that race aborted the
-                           // process about once in 150 tests (grpc_cq_internal_unref, "assertion
-                           // failed: prior > 0", on the callback thread).
+                           // process in about 1 of 100 runs of a test under load
+                           // (grpc_cq_internal_unref, "assertion failed: prior > 0", on the
+                           // callback thread).
                            delete call;
                            done(std::move(result));
                          });
