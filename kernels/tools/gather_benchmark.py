@@ -462,7 +462,8 @@ def render_do_bench(meta, results):
     rows = [r for r in results if r.get("do_bench_us")]
     if not rows:
         return []
-    n = len(next(iter(rows[0].get("do_bench_rounds_us", {"": [0]}).values())))
+    rounds = rows[0].get("do_bench_rounds_us")
+    n = len(rounds["ours"]) if rounds else 1
     lines = ["", "triton.testing.do_bench (median, L2 flushed by do_bench"
              + (f"; median of {n} rounds, the kernels taking turns" if n > 1 else "")
              + f"), us. Liger: "
