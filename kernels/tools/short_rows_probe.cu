@@ -53,9 +53,9 @@ constexpr int64_t kIds = 32 * 512;
 // never wait on an id load), and every lane copies units lane, lane + 32, ... of each row. All
 // kRows * kPerLane loads are issued before the first store.
 template <int kPerLane, int kRows>
-__global__ void __launch_bounds__(256) WarpRows(const uint4* __restrict__ table,
-                                                const int64_t* __restrict__ ids, int64_t num_ids,
-                                                uint4* __restrict__ out, bool evict_last) {
+__global__ void __launch_bounds__(256)
+    WarpRows(const uint4* __restrict__ table, const int64_t* __restrict__ ids, int64_t num_ids,
+             uint4* __restrict__ out, bool evict_last) {
   constexpr int kRowUnits = kPerLane * 32;
   const int lane = threadIdx.x & 31;
   const int64_t warps = (int64_t{gridDim.x} * blockDim.x) >> 5;
@@ -152,8 +152,8 @@ void LaunchUnits(int sms, const void* table, const int64_t* ids, void* out, int 
 
 template <int kPerLane, int kRows>
 void LaunchWarpRows(int grid, const void* table, const int64_t* ids, void* out) {
-  WarpRows<kPerLane, kRows><<<grid, 256>>>(static_cast<const uint4*>(table), ids, kIds,
-                                           static_cast<uint4*>(out), true);
+  WarpRows<kPerLane, kRows>
+      <<<grid, 256>>>(static_cast<const uint4*>(table), ids, kIds, static_cast<uint4*>(out), true);
 }
 
 template <int kPerLane, int kRows>
@@ -168,7 +168,7 @@ void RunCase(const Case& c, int sms, Timer& timer) {
   const int row_bytes = c.row_bytes;
   const size_t answer_bytes = size_t{kIds} * row_bytes;
   std::mt19937_64 rng(7);
-  int64_t *d_ids = nullptr;
+  int64_t* d_ids = nullptr;
   void *d_table = nullptr, *d_out = nullptr, *d_copy_src = nullptr;
   CHECK(cudaMalloc(&d_ids, kIds * 8));
   CHECK(cudaMalloc(&d_out, answer_bytes));
@@ -176,11 +176,13 @@ void RunCase(const Case& c, int sms, Timer& timer) {
   std::vector<uint8_t> got(answer_bytes), want(answer_bytes);
   std::printf("\n### %s rows of %d bytes, %lld ids (answer %.1f MB)\n\n", c.type, row_bytes,
               static_cast<long long>(kIds), answer_bytes / 1e6);
-  std::printf("| vocab | memset us | copy us | units L0 | units L1 (production) | units L2 | "
-              "units L3 | warp 1 row persistent | warp 2 rows persistent | warp 4 rows "
-              "persistent | warp 1 row full | warp 2 rows full | best / units L1 | exact |\n");
-  std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
-              "---: | ---: | --- |\n");
+  std::printf(
+      "| vocab | memset us | copy us | units L0 | units L1 (production) | units L2 | "
+      "units L3 | warp 1 row persistent | warp 2 rows persistent | warp 4 rows "
+      "persistent | warp 1 row full | warp 2 rows full | best / units L1 | exact |\n");
+  std::printf(
+      "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | "
+      "---: | ---: | --- |\n");
   for (int64_t vocab = 1024; vocab <= 131072; vocab *= 2) {
     const size_t table_bytes = size_t(vocab) * row_bytes;
     std::vector<uint8_t> h_table(table_bytes);
