@@ -101,7 +101,8 @@ class GpuStore final : public EmbeddingStore {
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(Slot& slot, absl::Span<const int64_t> ids, DataType out_type, RowsOut outs);
   // Where the device may write `out` directly (its address in the device's view of pinned
-  // memory), or nullptr: not pinned and mapped, or under options_.direct_answer_min_bytes.
+  // memory), or nullptr: not inside one block of answer_allocator(), or under
+  // options_.direct_answer_min_bytes.
   std::byte* DeviceView(absl::Span<std::byte> out) const;
   // Where one run of a batch's answer goes: a caller's span that the device writes directly
   // (host and view set), or consecutive staged spans, whose rows go to the slot's pinned buffer

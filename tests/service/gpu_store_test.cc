@@ -267,6 +267,71 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
   }
 }
 
+// Spans anywhere inside one of the answer allocator's blocks are written by the device in place,
+// with no host copy, through the copy engines and through zero-copy gathers; a span in ordinary
+// memory is staged. The store tells its own blocks apart without asking the driver, so this
+// pins down which spans it takes for its own.
+TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
+  StoreOptions options;
+  options.max_batch_ids = 1024;
+  options.direct_answer_min_bytes = 4096;
+  auto source = RandomTable(DataType::kFloat32, 3000, 64);  // 256-byte rows
+  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  ASSERT_THAT(cpu.status(), IsOk());
+  std::vector<int64_t> ids(300);
+  std::mt19937_64 rng(11);
+  for (int64_t& id : ids) {
+    id = static_cast<int64_t>(rng() % 3000);
+  }
+  auto want = Gather(**cpu, ids, DataType::kFloat32);
+  ASSERT_THAT(want.status(), IsOk());
+  const size_t row_bytes = 64 * sizeof(float);
+  const size_t first_rows = 100;
+  const size_t first_bytes = first_rows * row_bytes;
+  const size_t second_bytes = (ids.size() - first_rows) * row_bytes;
+
+  // Runs one batch of two callers whose spans are `first` and `second`; returns its host copy
+  // time and checks the rows.
+  auto look_up = [&](GpuStore& store, std::byte* first, std::byte* second) {
+    std::memset(first, 0xa5, first_bytes);
+    std::memset(second, 0xa5, second_bytes);
+    const std::vector<absl::Span<std::byte>> outs = {absl::MakeSpan(first, first_bytes),
+                                                     absl::MakeSpan(second, second_bytes)};
+    absl::Status status;
+    StageTimes times;
+    absl::Notification done;
+    store.LookUp(ids, DataType::kFloat32, outs, [&](const absl::Status& s, const StageTimes& t) {
+      status = s;
+      times = t;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    EXPECT_THAT(status, IsOk());
+    std::string got(reinterpret_cast<const char*>(first), first_bytes);
+    got.append(reinterpret_cast<const char*>(second), second_bytes);
+    EXPECT_TRUE(got == *want);
+    return times.host_copy;
+  };
+
+  for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
+    SCOPED_TRACE(absl::StrCat("zero-copy up to ", zero_copy_max_bytes, " bytes"));
+    options.zero_copy_max_bytes = zero_copy_max_bytes;
+    auto gpu = GpuStore::Create(*source, 0, options);
+    ASSERT_THAT(gpu.status(), IsOk());
+    const HostAllocator* pinned = (*gpu)->answer_allocator();
+    ASSERT_NE(pinned, nullptr);
+    // One block holding both spans, the second one row in and ending at the block's last byte.
+    const size_t block_bytes = row_bytes + first_bytes + row_bytes + second_bytes;
+    auto* block = static_cast<std::byte*>(pinned->Allocate(block_bytes));
+    ASSERT_NE(block, nullptr);
+    EXPECT_EQ(look_up(**gpu, block + row_bytes, block + block_bytes - second_bytes), 0.0);
+    pinned->Release(block);
+
+    std::vector<std::byte> ordinary(first_bytes + second_bytes);
+    EXPECT_GT(look_up(**gpu, ordinary.data(), ordinary.data() + first_bytes), 0.0);
+  }
+}
+
 // A batch's slot is free again before `done` runs: the batcher finishes calls there (gRPC sends
 // a large answer for hundreds of microseconds), and the next batch must not wait for that.
 TEST_F(GpuStoreTest, ASlotIsFreeWhileItsBatchIsAnswered) {
