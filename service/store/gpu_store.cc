@@ -249,9 +249,10 @@ class PinnedAnswerMemory final : public HostAllocator {
 
   // Where the device writes [p, p + bytes) when that lies inside one block of this allocator, or
   // nullptr. No CUDA call: every batch asks this for each caller's span before its launch. With
-  // cudaPointerGetAttributes there, the host work before a 786 KB batch's launch averaged 6.7 to
-  // 7.4 us on the H200 host, 0.45% of batches over 64 us and some over 1 ms at 16 callers;
-  // without it, 2.9 to 4.3 us and 0.07% (docs/runs/h200_device_view_40_42.md).
+  // cudaPointerGetAttributes there (0.2 us in a hot loop on an idle host), the host work before a
+  // 786 KB batch's launch averaged 6.7 to 7.4 us in the server on the H200 host, 0.45% of batches
+  // over 64 us at 16 callers; without it, 2.9 to 4.3 us and 0.07%
+  // (docs/runs/h200_device_view_40_42.md).
   std::byte* DeviceAddress(const std::byte* p, size_t bytes) const {
     absl::ReaderMutexLock lock(&mu_);
     auto it = blocks_.upper_bound(p);
