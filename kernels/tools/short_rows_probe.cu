@@ -23,15 +23,7 @@
 #include <vector>
 
 #include "kernels/gather/units_kernel.cuh"
-
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "kernels/tools/probe_harness.cuh"
 
 namespace {
 
@@ -45,6 +37,7 @@ using emb::kernels::gather::kMinBlocksPerSm;
 using emb::kernels::gather::kStreamingStores;
 using emb::kernels::gather::kTableEvictLast;
 using emb::kernels::gather::LoadTable;
+using emb::kernels::probes::FlushTimer;
 
 constexpr int64_t kIds = 32 * 512;
 
@@ -95,36 +88,6 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-struct Timer {
-  void* flush = nullptr;
-  cudaEvent_t start, end;
-  int reps;
-  explicit Timer(int r) : reps(r) {
-    CHECK(cudaMalloc(&flush, size_t{256} << 20));
-    CHECK(cudaEventCreate(&start));
-    CHECK(cudaEventCreate(&end));
-  }
-  // Median microseconds of fn, L2 flushed before each call.
-  double Time(const std::function<void()>& fn) {
-    fn();  // warm-up
-    CHECK(cudaDeviceSynchronize());
-    std::vector<double> us;
-    for (int i = 0; i < reps; ++i) {
-      CHECK(cudaMemsetAsync(flush, i & 0xff, size_t{256} << 20));
-      CHECK(cudaEventRecord(start));
-      fn();
-      CHECK(cudaEventRecord(end));
-      CHECK(cudaEventSynchronize(end));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, start, end));
-      us.push_back(ms * 1000.0);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(us.begin(), us.end());
-    return us[us.size() / 2];
-  }
-};
-
 struct Case {
   const char* type;
   int row_bytes;
@@ -164,7 +127,7 @@ int ResidentBlocks(int sms) {
 }
 
 template <int kPerLane>
-void RunCase(const Case& c, int sms, Timer& timer) {
+void RunCase(const Case& c, int sms, FlushTimer& timer, int reps) {
   const int row_bytes = c.row_bytes;
   const size_t answer_bytes = size_t{kIds} * row_bytes;
   std::mt19937_64 rng(7);
@@ -204,15 +167,17 @@ void RunCase(const Case& c, int sms, Timer& timer) {
       CHECK(cudaDeviceSynchronize());
       CHECK(cudaMemcpy(got.data(), d_out, answer_bytes, cudaMemcpyDeviceToHost));
       exact = exact && std::memcmp(got.data(), want.data(), answer_bytes) == 0;
-      return timer.Time(fn);
+      return timer.Median([&](int) { fn(); }, reps);
     };
     using T = std::conditional_t<kPerLane == 6, F32, F16>;
     constexpr int kN = 16 / sizeof(typename T::Bits);
     std::vector<double> us;
-    us.push_back(timer.Time([&] { CHECK(cudaMemsetAsync(d_out, 1, answer_bytes)); }));
-    us.push_back(timer.Time([&] {
-      CHECK(cudaMemcpyAsync(d_out, d_copy_src, answer_bytes, cudaMemcpyDeviceToDevice));
-    }));
+    us.push_back(timer.Median([&](int) { CHECK(cudaMemsetAsync(d_out, 1, answer_bytes)); }, reps));
+    us.push_back(timer.Median(
+        [&](int) {
+          CHECK(cudaMemcpyAsync(d_out, d_copy_src, answer_bytes, cudaMemcpyDeviceToDevice));
+        },
+        reps));
     us.push_back(gather([&] { LaunchUnits<T, kN, 0>(sms, d_table, d_ids, d_out, row_bytes); }));
     us.push_back(gather([&] { LaunchUnits<T, kN, 1>(sms, d_table, d_ids, d_out, row_bytes); }));
     us.push_back(gather([&] { LaunchUnits<T, kN, 2>(sms, d_table, d_ids, d_out, row_bytes); }));
@@ -247,8 +212,8 @@ int main(int argc, char** argv) {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   std::printf("%s, %d SMs, L2 %d MB; median of %d calls, L2 flushed before each\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20, reps);
-  Timer timer(reps);
-  RunCase<6>(Case{"float32", 768 * 4}, prop.multiProcessorCount, timer);
-  RunCase<3>(Case{"float16", 768 * 2}, prop.multiProcessorCount, timer);
+  FlushTimer timer(size_t{256} << 20);
+  RunCase<6>(Case{"float32", 768 * 4}, prop.multiProcessorCount, timer, reps);
+  RunCase<3>(Case{"float16", 768 * 2}, prop.multiProcessorCount, timer, reps);
   return 0;
 }

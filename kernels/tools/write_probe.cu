@@ -23,15 +23,7 @@
 #include <vector>
 
 #include "kernels/gather/copy_engine.cuh"
-
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e_ = (x);                                                                     \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                           \
-    }                                                                                         \
-  } while (0)
+#include "kernels/tools/probe_harness.cuh"
 
 namespace {
 
@@ -299,37 +291,7 @@ __global__ void GatherCopyEngine(const uint8_t* table, const int64_t* ids, uint8
 
 // --- harness -------------------------------------------------------------------------------
 
-struct Timer {
-  uint8_t* flush;
-  size_t flush_bytes;
-  cudaEvent_t a, b;
-  Timer(size_t bytes) : flush_bytes(bytes) {
-    CHECK(cudaMalloc(&flush, bytes));
-    CHECK(cudaEventCreate(&a));
-    CHECK(cudaEventCreate(&b));
-  }
-  // Median of `reps` calls of f(rep), each after an L2 flush.
-  float Median(const std::function<void(int)>& f, int reps = 25) {
-    f(0);
-    f(1);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    std::vector<float> t;
-    for (int i = 0; i < reps; ++i) {
-      CHECK(cudaMemsetAsync(flush, i & 0xff, flush_bytes));
-      CHECK(cudaEventRecord(a));
-      f(i);
-      CHECK(cudaEventRecord(b));
-      CHECK(cudaEventSynchronize(b));
-      float ms = 0;
-      CHECK(cudaEventElapsedTime(&ms, a, b));
-      t.push_back(ms * 1000.0f);
-    }
-    CHECK(cudaGetLastError());
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-  }
-};
+using emb::kernels::probes::FlushTimer;
 
 void Row(const char* name, int64_t vocab, float us, const char* exact) {
   const double gbs = double(kRows) * kRowBytes / (us * 1e-6) / 1e9;
@@ -350,7 +312,7 @@ int main(int argc, char** argv) {
   uint8_t* ref;
   CHECK(cudaMalloc(&out, out_bytes));
   CHECK(cudaMalloc(&ref, out_bytes));
-  Timer timer(size_t{512} << 20);
+  FlushTimer timer(size_t{512} << 20);
   std::printf("| kernel | vocab | us | GB/s | exact |\n| --- | ---: | ---: | ---: | --- |\n");
 
   // Device-to-device copy of the answer size (read + write), for scale.

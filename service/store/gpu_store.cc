@@ -215,6 +215,8 @@ class TableUpload {
   cudaError_t synced_ = cudaSuccess;
 };
 
+}  // namespace
+
 // Pinned, mapped and portable host memory, allocated and freed with `device` current, so that a
 // thread that never used CUDA (a gRPC thread) does not create a context on device 0 for it.
 class PinnedAnswerMemory final : public HostAllocator {
@@ -291,9 +293,7 @@ class PinnedAnswerMemory final : public HostAllocator {
   mutable std::map<const std::byte*, Block> blocks_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace
-
-const HostAllocator* GpuStore::answer_allocator() const { return PinnedAnswerMemory::For(device_); }
+const HostAllocator* GpuStore::answer_allocator() const { return answer_memory_; }
 
 absl::Status GpuStore::Check(cudaError_t e, const char* what) {
   if (e == cudaSuccess) {
@@ -314,7 +314,8 @@ GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& op
       device_(device),
       device_name_(absl::StrCat("cuda:", device)),
       max_batch_ids_(options.max_batch_ids),
-      options_(options) {}
+      options_(options),
+      answer_memory_(PinnedAnswerMemory::For(device)) {}
 
 absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& source, int device,
                                                            const StoreOptions& options) {
@@ -405,7 +406,7 @@ std::byte* GpuStore::DeviceView(absl::Span<std::byte> out) const {
   if (out.empty() || out.size() < options_.direct_answer_min_bytes) {
     return nullptr;
   }
-  return PinnedAnswerMemory::For(device_)->DeviceAddress(out.data(), out.size());
+  return answer_memory_->DeviceAddress(out.data(), out.size());
 }
 
 template <typename F>

@@ -40,6 +40,8 @@
 
 namespace emb::service {
 
+class PinnedAnswerMemory;  // gpu_store.cc: the answer allocator, one per device
+
 class GpuStore final : public EmbeddingStore {
  public:
   // Copies the table onto GPU `device`: options.load_readers threads read chunks of
@@ -136,6 +138,7 @@ class GpuStore final : public EmbeddingStore {
   const std::string device_name_;
   const int64_t max_batch_ids_;
   const StoreOptions options_;
+  const PinnedAnswerMemory* const answer_memory_;  // PinnedAnswerMemory::For(device_)
   kernels::GatherTuning tuning_;
   kernels::DeviceBuffer<std::byte> d_table_;
   LoadStats load_stats_;

@@ -17,7 +17,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -107,6 +106,35 @@ class OutBuffer {
   std::byte* data_ = nullptr;
 };
 
+// How one LookUp ended.
+struct Answered {
+  absl::Status status;
+  StageTimes times;
+};
+
+// Runs one LookUp into `outs` and waits for its `done`.
+Answered LookUpAndWait(EmbeddingStore& store, const std::vector<int64_t>& ids, DataType out_type,
+                       const std::vector<absl::Span<std::byte>>& outs) {
+  Answered answered;
+  absl::Notification done;
+  store.LookUp(ids, out_type, outs, [&](const absl::Status& s, const StageTimes& times) {
+    answered = Answered{s, times};
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return answered;
+}
+
+// `n` ids drawn uniformly from [0, rows) by a generator seeded with `seed`.
+std::vector<int64_t> RandomIds(size_t n, int64_t rows, uint64_t seed) {
+  std::vector<int64_t> ids(n);
+  std::mt19937_64 rng(seed);
+  for (int64_t& id : ids) {
+    id = static_cast<int64_t>(rng() % static_cast<uint64_t>(rows));
+  }
+  return ids;
+}
+
 // Runs one LookUp whose callers are `shares` (empty: one caller in ordinary memory) and returns
 // their rows, concatenated (or the error).
 absl::StatusOr<std::string> Gather(EmbeddingStore& store, const std::vector<int64_t>& ids,
@@ -122,14 +150,7 @@ absl::StatusOr<std::string> Gather(EmbeddingStore& store, const std::vector<int6
     buffers.push_back(std::make_unique<OutBuffer>(share.ids * row_bytes, pinned));
     outs.push_back(buffers.back()->span());
   }
-  absl::Status status;
-  absl::BlockingCounter done(1);
-  store.LookUp(ids, out_type, outs, [&](const absl::Status& s, const StageTimes&) {
-    status = s;
-    done.DecrementCount();
-  });
-  done.Wait();
-  if (!status.ok()) {
+  if (absl::Status status = LookUpAndWait(store, ids, out_type, outs).status; !status.ok()) {
     return status;
   }
   std::string rows;
@@ -243,11 +264,7 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
   // large), direct, then a staged run of three (an empty caller, one row, seven pinned rows).
   const std::vector<Share> shares = {{3, true}, {200, true}, {150, false}, {130, true},
                                      {0, true}, {1, false},  {7, true}};
-  std::vector<int64_t> ids(491);
-  std::mt19937_64 rng(7);
-  for (int64_t& id : ids) {
-    id = static_cast<int64_t>(rng() % 3000);
-  }
+  const std::vector<int64_t> ids = RandomIds(491, 3000, 7);
   for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
     for (size_t direct_min : {size_t{64} << 10, size_t{0}}) {
       options.zero_copy_max_bytes = zero_copy_max_bytes;
@@ -278,11 +295,7 @@ TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
   auto source = RandomTable(DataType::kFloat32, 3000, 64);  // 256-byte rows
   auto cpu = CpuStore::Create(*source, options.max_batch_ids);
   ASSERT_THAT(cpu.status(), IsOk());
-  std::vector<int64_t> ids(300);
-  std::mt19937_64 rng(11);
-  for (int64_t& id : ids) {
-    id = static_cast<int64_t>(rng() % 3000);
-  }
+  const std::vector<int64_t> ids = RandomIds(300, 3000, 11);
   auto want = Gather(**cpu, ids, DataType::kFloat32);
   ASSERT_THAT(want.status(), IsOk());
   const size_t row_bytes = 64 * sizeof(float);
@@ -295,22 +308,14 @@ TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
   auto look_up = [&](GpuStore& store, std::byte* first, std::byte* second) {
     std::memset(first, 0xa5, first_bytes);
     std::memset(second, 0xa5, second_bytes);
-    const std::vector<absl::Span<std::byte>> outs = {absl::MakeSpan(first, first_bytes),
-                                                     absl::MakeSpan(second, second_bytes)};
-    absl::Status status;
-    StageTimes times;
-    absl::Notification done;
-    store.LookUp(ids, DataType::kFloat32, outs, [&](const absl::Status& s, const StageTimes& t) {
-      status = s;
-      times = t;
-      done.Notify();
-    });
-    done.WaitForNotification();
-    EXPECT_THAT(status, IsOk());
+    const Answered answered =
+        LookUpAndWait(store, ids, DataType::kFloat32,
+                      {absl::MakeSpan(first, first_bytes), absl::MakeSpan(second, second_bytes)});
+    EXPECT_THAT(answered.status, IsOk());
     std::string got(reinterpret_cast<const char*>(first), first_bytes);
     got.append(reinterpret_cast<const char*>(second), second_bytes);
     EXPECT_TRUE(got == *want);
-    return times.host_copy;
+    return answered.times.host_copy;
   };
 
   for (size_t zero_copy_max_bytes : {size_t{0}, std::numeric_limits<size_t>::max()}) {
@@ -320,7 +325,8 @@ TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
     ASSERT_THAT(gpu.status(), IsOk());
     const HostAllocator* pinned = (*gpu)->answer_allocator();
     ASSERT_NE(pinned, nullptr);
-    // One block holding both spans, the second one row in and ending at the block's last byte.
+    // One block holding both spans: the first one row in, the second ending at the block's last
+    // byte.
     const size_t block_bytes = row_bytes + first_bytes + row_bytes + second_bytes;
     auto* block = static_cast<std::byte*>(pinned->Allocate(block_bytes));
     ASSERT_NE(block, nullptr);
