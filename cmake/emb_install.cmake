@@ -10,7 +10,7 @@
 #                  target_link_libraries(app PRIVATE emb::client)
 #                which finds Abseil, Protobuf and gRPC for the consumer (find_dependency).
 # And, only when asked for (`cmake --install build --component benchmark`), the gRPC-only
-# reference server of scripts/bench-service. tests/install/ checks the whole round trip.
+# reference server of bench/bench-service. tests/install/ checks the whole round trip.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 

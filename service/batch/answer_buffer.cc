@@ -3,8 +3,13 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+
 namespace emb::service {
 namespace {
+
+constexpr int kClasses = 40;  // 4 KiB << 39 is far beyond any answer
 
 // The size class of `size` (> 0): the smallest c with kMinBlockBytes << c >= size.
 int SizeClass(size_t size) {
@@ -17,21 +22,41 @@ int SizeClass(size_t size) {
 
 }  // namespace
 
+struct AnswerBufferPool::Shared {
+  Shared(size_t max_bytes, std::shared_ptr<const HostAllocator> allocator)
+      : allocator(std::move(allocator)), max_bytes(max_bytes) {}
+
+  // Puts a block of this pool on its class's free list, or frees it once the pool is gone.
+  void Return(AnswerBuffer::Block* block);
+
+  const std::shared_ptr<const HostAllocator> allocator;
+  absl::Mutex mu;
+  bool closed ABSL_GUARDED_BY(mu) = false;  // the pool was destroyed
+  size_t max_bytes ABSL_GUARDED_BY(mu);
+  std::vector<AnswerBuffer::Block*> idle[kClasses] ABSL_GUARDED_BY(mu);
+  Stats stats ABSL_GUARDED_BY(mu);
+};
+
 struct AnswerBuffer::Block {
-  // `capacity` uninitialised bytes from `allocator`, or from new[] when it is nullptr.
-  Block(AnswerBufferPool* pool, int size_class, size_t capacity, const HostAllocator* allocator)
-      : pool(pool), size_class(size_class), capacity(capacity) {
-    void* p = allocator != nullptr ? allocator->Allocate(capacity) : nullptr;
-    if (p != nullptr) {
-      bytes = static_cast<std::byte*>(p);
-      this->allocator = allocator;
-    } else {
+  // `capacity` uninitialised bytes from the pool's allocator, or from new[] when it has none (or
+  // for an unpooled block, `pool` nullptr).
+  Block(std::shared_ptr<AnswerBufferPool::Shared> pool_in, int size_class, size_t capacity)
+      : pool(std::move(pool_in)), size_class(size_class), capacity(capacity) {
+    if (pool != nullptr && pool->allocator != nullptr) {
+      const HostBlock b = pool->allocator->Allocate(capacity);
+      bytes = static_cast<std::byte*>(b.host);
+      device_bytes = static_cast<std::byte*>(b.device);
+    }
+    if (bytes == nullptr) {
       bytes = new std::byte[capacity];
+      device_bytes = nullptr;
+    } else {
+      from_allocator = true;
     }
   }
   ~Block() {
-    if (allocator != nullptr) {
-      allocator->Release(bytes);
+    if (from_allocator) {
+      pool->allocator->Release(bytes);
     } else {
       delete[] bytes;
     }
@@ -39,11 +64,12 @@ struct AnswerBuffer::Block {
   Block(const Block&) = delete;
   Block& operator=(const Block&) = delete;
 
-  AnswerBufferPool* const pool;  // nullptr: freed after use
+  const std::shared_ptr<AnswerBufferPool::Shared> pool;  // nullptr: freed after use
   const int size_class;
   const size_t capacity;
   std::byte* bytes = nullptr;
-  const HostAllocator* allocator = nullptr;  // where `bytes` came from; nullptr: new[]
+  std::byte* device_bytes = nullptr;  // `bytes` as the allocator's device sees them, or nullptr
+  bool from_allocator = false;        // else from new[]
 };
 
 AnswerBuffer::AnswerBuffer(AnswerBuffer&& other) noexcept
@@ -61,6 +87,10 @@ AnswerBuffer& AnswerBuffer::operator=(AnswerBuffer&& other) noexcept {
 AnswerBuffer::~AnswerBuffer() { Recycle(ReleaseHandle()); }
 
 std::byte* AnswerBuffer::data() const { return block_ != nullptr ? block_->bytes : nullptr; }
+
+std::byte* AnswerBuffer::device_data() const {
+  return block_ != nullptr ? block_->device_bytes : nullptr;
+}
 
 bool AnswerBuffer::pooled() const { return block_ != nullptr && block_->pool != nullptr; }
 
@@ -81,110 +111,101 @@ void AnswerBuffer::Recycle(void* handle) {
   }
 }
 
-AnswerBufferPool::AnswerBufferPool(size_t max_bytes, const HostAllocator* allocator)
-    : allocator_(allocator), max_bytes_(max_bytes) {}
+void AnswerBufferPool::Shared::Return(AnswerBuffer::Block* block) {
+  {
+    absl::MutexLock lock(&mu);
+    if (!closed) {
+      idle[block->size_class].push_back(block);
+      stats.idle_bytes += block->capacity;
+      return;
+    }
+  }
+  delete block;  // may drop the last reference to this state: nothing of it is used after
+}
+
+AnswerBufferPool::AnswerBufferPool(size_t max_bytes,
+                                   std::shared_ptr<const HostAllocator> allocator)
+    : shared_(std::make_shared<Shared>(max_bytes, std::move(allocator))) {}
 
 AnswerBufferPool::~AnswerBufferPool() {
-  absl::MutexLock lock(&mu_);
-  for (auto& list : idle_) {
-    for (AnswerBuffer::Block* block : list) {
-      delete block;
-    }
-    list.clear();
-  }
-}
-
-AnswerBufferPool& AnswerBufferPool::Default() {
-  static auto* pool = new AnswerBufferPool();  // never destroyed: gRPC may recycle at any time
-  return *pool;
-}
-
-AnswerBufferPool& AnswerBufferPool::For(const HostAllocator* allocator) {
-  if (allocator == nullptr) {
-    return Default();
-  }
-  static absl::Mutex mu;
-  // Never destroyed, nor are their pools: gRPC may recycle at any time.
-  static auto* pools = new std::vector<std::pair<const HostAllocator*, AnswerBufferPool*>>;
-  absl::MutexLock lock(&mu);
-  for (const auto& [a, pool] : *pools) {
-    if (a == allocator) {
-      return *pool;
+  std::vector<AnswerBuffer::Block*> idle;
+  {
+    absl::MutexLock lock(&shared_->mu);
+    shared_->closed = true;
+    for (auto& list : shared_->idle) {
+      idle.insert(idle.end(), list.begin(), list.end());
+      list.clear();
     }
   }
-  pools->emplace_back(allocator, new AnswerBufferPool(kDefaultMaxBytes, allocator));
-  return *pools->back().second;
+  for (AnswerBuffer::Block* block : idle) {
+    delete block;
+  }
 }
 
 AnswerBuffer AnswerBufferPool::Acquire(size_t size) {
   if (size == 0) {
     return AnswerBuffer();
   }
+  Shared& s = *shared_;
   const int c = SizeClass(size);
   const size_t capacity = c < kClasses ? kMinBlockBytes << c : size;
   std::vector<AnswerBuffer::Block*> evicted;  // freed outside the lock
   bool pooled = false;
   {
-    absl::MutexLock lock(&mu_);
-    if (c < kClasses && !idle_[c].empty()) {
-      AnswerBuffer::Block* block = idle_[c].back();
-      idle_[c].pop_back();
-      stats_.idle_bytes -= capacity;
-      ++stats_.reused;
+    absl::MutexLock lock(&s.mu);
+    if (c < kClasses && !s.idle[c].empty()) {
+      AnswerBuffer::Block* block = s.idle[c].back();
+      s.idle[c].pop_back();
+      s.stats.idle_bytes -= capacity;
+      ++s.stats.reused;
       return AnswerBuffer(block, size);
     }
-    if (c < kClasses && capacity <= max_bytes_) {
+    if (c < kClasses && capacity <= s.max_bytes) {
       // Make room by freeing idle blocks of other classes, the largest first.
-      for (int k = kClasses - 1; k >= 0 && stats_.owned_bytes + capacity > max_bytes_; --k) {
-        while (!idle_[k].empty() && stats_.owned_bytes + capacity > max_bytes_) {
-          evicted.push_back(idle_[k].back());
-          idle_[k].pop_back();
+      for (int k = kClasses - 1; k >= 0 && s.stats.owned_bytes + capacity > s.max_bytes; --k) {
+        while (!s.idle[k].empty() && s.stats.owned_bytes + capacity > s.max_bytes) {
+          evicted.push_back(s.idle[k].back());
+          s.idle[k].pop_back();
           const size_t freed = kMinBlockBytes << k;
-          stats_.owned_bytes -= freed;
-          stats_.idle_bytes -= freed;
-          ++stats_.evicted;
+          s.stats.owned_bytes -= freed;
+          s.stats.idle_bytes -= freed;
+          ++s.stats.evicted;
         }
       }
-      pooled = stats_.owned_bytes + capacity <= max_bytes_;
+      pooled = s.stats.owned_bytes + capacity <= s.max_bytes;
     }
     if (pooled) {
-      stats_.owned_bytes += capacity;
-      ++stats_.allocated;
+      s.stats.owned_bytes += capacity;
+      ++s.stats.allocated;
     } else {
-      ++stats_.unpooled;
+      ++s.stats.unpooled;
     }
   }
   for (AnswerBuffer::Block* block : evicted) {
     delete block;
   }
-  auto* block = pooled ? new AnswerBuffer::Block(this, c, capacity, allocator_)
-                       : new AnswerBuffer::Block(nullptr, c, size, nullptr);
-  if (pooled && allocator_ != nullptr && block->allocator == nullptr) {
-    absl::MutexLock lock(&mu_);
-    ++stats_.fallbacks;
+  auto* block = pooled ? new AnswerBuffer::Block(shared_, c, capacity)
+                       : new AnswerBuffer::Block(nullptr, c, size);
+  if (pooled && s.allocator != nullptr && !block->from_allocator) {
+    absl::MutexLock lock(&s.mu);
+    ++s.stats.fallbacks;
   }
   return AnswerBuffer(block, size);
 }
 
-void AnswerBufferPool::Return(AnswerBuffer::Block* block) {
-  absl::MutexLock lock(&mu_);
-  idle_[block->size_class].push_back(block);
-  stats_.idle_bytes += block->capacity;
-}
-
 size_t AnswerBufferPool::max_bytes() const {
-  absl::MutexLock lock(&mu_);
-  return max_bytes_;
+  absl::MutexLock lock(&shared_->mu);
+  return shared_->max_bytes;
 }
 
 void AnswerBufferPool::SetMaxBytes(size_t max_bytes) {
-  absl::MutexLock lock(&mu_);
-  max_bytes_ = max_bytes;
+  absl::MutexLock lock(&shared_->mu);
+  shared_->max_bytes = max_bytes;
 }
 
 AnswerBufferPool::Stats AnswerBufferPool::stats() const {
-  absl::MutexLock lock(&mu_);
-  return stats_;
+  absl::MutexLock lock(&shared_->mu);
+  return shared_->stats;
 }
 
 }  // namespace emb::service

@@ -6,24 +6,26 @@
 // neither zero-filled nor page-faulted in on every call. The pool owns at most max_bytes of blocks
 // (handed out and idle together); past that, and for a size whose class has no idle block, a
 // block is allocated fresh, and one beyond the bound is freed again when its answer is done.
-// A pool made with a HostAllocator takes its pooled blocks from it (GpuStore's pinned memory,
-// which the device writes rows into directly), falling back to new[] when it has none; blocks
-// beyond the bound always come from new[], as pinning memory for one use costs more than it saves.
+// A pool made with a HostAllocator takes its pooled blocks from it (the GPU backend's pinned,
+// mapped memory, which the device writes rows into directly; such a buffer knows its device
+// address), falling back to new[] when it has none; blocks beyond the bound always come from
+// new[], as pinning memory for one use costs more than it saves. The server makes one pool per
+// device and hands it to that device's batchers.
 //
 // A buffer goes back to its pool when it is destroyed, or, once handed over with ReleaseHandle(),
 // when Recycle() is called on the handle (gRPC does that from a slice's destroy callback, on any
-// thread, whenever it has sent the bytes). A pool must outlive every buffer it handed out;
-// Default() is never destroyed, so a late Recycle() is always safe for its buffers.
+// thread, whenever it has sent the bytes, which may be after the server and its pools are gone).
+// So a pool's blocks share its state: a block that comes back after its pool was destroyed is
+// freed then, with the allocator it came from.
 // AnswerBufferPool is thread-safe; an AnswerBuffer is a move-only owner (thread-compatible).
 #ifndef EMB_SERVICE_BATCH_ANSWER_BUFFER_H_
 #define EMB_SERVICE_BATCH_ANSWER_BUFFER_H_
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
-#include "absl/synchronization/mutex.h"
 #include "service/common/host_allocator.h"
 
 namespace emb::service {
@@ -41,6 +43,8 @@ class AnswerBuffer {
   ~AnswerBuffer();
 
   std::byte* data() const;
+  // data() as the device of the pool's allocator sees it; nullptr where no device does.
+  std::byte* device_data() const;
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
   // Whether the block returns to a pool when done with (false: freed then).
@@ -64,27 +68,18 @@ class AnswerBuffer {
 
 class AnswerBufferPool {
  public:
-  // The bound of the process's pools until SetMaxBytes: 1 GiB of blocks, e.g. 128 answers of
-  // 2048 x 768 float32 in flight.
+  // The default bound: 1 GiB of blocks, e.g. 128 answers of 2048 x 768 float32 in flight.
   static constexpr size_t kDefaultMaxBytes = size_t{1} << 30;
   // The smallest size class; smaller answers get a block of this size.
   static constexpr size_t kMinBlockBytes = size_t{4} << 10;
 
-  // A pool that owns at most `max_bytes` of blocks, taken from `allocator` (nullptr: new[]),
-  // which must outlive the pool.
+  // A pool that owns at most `max_bytes` of blocks, taken from `allocator` (nullptr: new[]).
   explicit AnswerBufferPool(size_t max_bytes = kDefaultMaxBytes,
-                            const HostAllocator* allocator = nullptr);
-  // Frees the idle blocks. Every buffer this pool handed out must be gone (destroyed or
-  // recycled) by then.
+                            std::shared_ptr<const HostAllocator> allocator = nullptr);
+  // Frees the idle blocks; the blocks still handed out are freed when they come back.
   ~AnswerBufferPool();
   AnswerBufferPool(const AnswerBufferPool&) = delete;
   AnswerBufferPool& operator=(const AnswerBufferPool&) = delete;
-
-  // The process's pool of blocks from new[], bound kDefaultMaxBytes. Never destroyed.
-  static AnswerBufferPool& Default();
-  // The process's pool of blocks from `allocator` (nullptr: Default()), bound kDefaultMaxBytes:
-  // one per allocator, made on first use and never destroyed. `allocator` must live as long.
-  static AnswerBufferPool& For(const HostAllocator* allocator);
 
   // A buffer of `size` uninitialised bytes: an idle block of its size class if there is one, else
   // a fresh block (pooled while the pool's bound allows, after freeing idle blocks of other
@@ -109,16 +104,9 @@ class AnswerBufferPool {
 
  private:
   friend class AnswerBuffer;
-  static constexpr int kClasses = 40;  // 4 KiB << 39 is far beyond any answer
+  struct Shared;  // the free lists and counters, shared with the pool's blocks
 
-  // Puts a block of this pool on its class's free list.
-  void Return(AnswerBuffer::Block* block);
-
-  const HostAllocator* const allocator_;
-  mutable absl::Mutex mu_;
-  size_t max_bytes_ ABSL_GUARDED_BY(mu_);
-  std::vector<AnswerBuffer::Block*> idle_[kClasses] ABSL_GUARDED_BY(mu_);
-  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<Shared> shared_;
 };
 
 }  // namespace emb::service

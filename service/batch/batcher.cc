@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -12,44 +11,30 @@
 namespace emb::service {
 namespace {
 
-class RealClock final : public Clock {
- public:
-  absl::Time Now() override { return absl::Now(); }
-};
-
 // The options, with batches no larger than the store's buffers were sized for.
 BatcherOptions FitToStore(BatcherOptions options, const EmbeddingStore& store) {
   options.max_batch_ids = std::min(options.max_batch_ids, store.max_batch_ids());
   return options;
 }
 
-double SecondsSince(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 }  // namespace
-
-Clock* Clock::Real() {
-  static RealClock* clock = new RealClock();
-  return clock;
-}
 
 // A formed batch: its callers and the concatenated ids, alive until its rows are answered.
 struct Batcher::Batch {
   std::vector<Entry> entries;
   std::vector<int64_t> ids;
-  std::vector<absl::Span<std::byte>> outs;  // each caller's answer buffer
+  std::vector<AnswerSpan> outs;  // each caller's answer buffer
   DataType out_type;
 };
 
 // A batch whose rows are in its callers' buffers, alive until its last call is finished.
 struct Batcher::Finishing {
-  Finishing(std::vector<Entry> e, absl::Status s)
-      : entries(std::move(e)), status(std::move(s)), left(entries.size()) {}
+  Finishing(std::vector<Entry> e, absl::Status s, absl::Time start)
+      : entries(std::move(e)), status(std::move(s)), start(start), left(entries.size()) {}
 
   std::vector<Entry> entries;
   const absl::Status status;
-  const std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  const absl::Time start;
   std::atomic<size_t> left;  // calls not yet finished
 };
 
@@ -58,10 +43,10 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
       options_(FitToStore(options, *store)),
       metrics_(metrics),
       clock_(clock),
-      dim_(static_cast<size_t>(store->dim())),
-      answer_pool_(options.answer_pool != nullptr
-                       ? options.answer_pool
-                       : &AnswerBufferPool::For(store->answer_allocator())),
+      dim_(static_cast<size_t>(store->info().dim)),
+      own_answer_pool_(options.answer_pool == nullptr ? std::make_unique<AnswerBufferPool>()
+                                                      : nullptr),
+      answer_pool_(options.answer_pool != nullptr ? options.answer_pool : own_answer_pool_.get()),
       inline_batches_(store->asynchronous() && options.max_queue_delay <= absl::ZeroDuration()
                           ? std::clamp(options.inline_batches, 0, store->max_inflight_batches())
                           : 0),
@@ -84,7 +69,7 @@ absl::Status Batcher::Submit(Request request) {
     }
     if (queued_ids_ + n > options_.max_queue_ids) {
       return absl::ResourceExhaustedError(
-          absl::StrCat("table '", store_->name(), "' queue is full: ", queued_ids_,
+          absl::StrCat("table '", store_->info().name, "' queue is full: ", queued_ids_,
                        " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
     }
     if (!queue_.empty() || inflight_ >= inline_batches_) {
@@ -190,7 +175,7 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
       metrics_.dropped_deadline->Increment();
       r.done(absl::DeadlineExceededError(
           absl::StrCat("deadline passed after ", absl::FormatDuration(now - e.enqueued),
-                       " in the queue of table '", store_->name(), "', before its batch ran")));
+                       " in the queue of table '", store_->info().name, "', before its batch ran")));
       continue;
     }
     if (r.is_cancelled && r.is_cancelled()) {
@@ -215,7 +200,8 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     const Request& r = e.request;
     batch->ids.insert(batch->ids.end(), r.ids.begin(), r.ids.end());
     *r.out = answer_pool_->Acquire(r.ids.size() * row_bytes);
-    batch->outs.emplace_back(r.out->data(), r.out->size());
+    batch->outs.push_back(
+        AnswerSpan{absl::MakeSpan(r.out->data(), r.out->size()), r.out->device_data()});
   }
   metrics_.batch_ids->Observe(static_cast<double>(total));
   metrics_.batch_requests->Observe(static_cast<double>(batch->entries.size()));
@@ -251,7 +237,7 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes&
   // Finishing a call serializes its answer and may write it to the socket on the finishing thread
   // (about 150 us for 768 KiB), so only the first caller's call is finished here: the store gets
   // its slot back sooner.
-  auto f = std::make_shared<Finishing>(std::move(batch.entries), status);
+  auto f = std::make_shared<Finishing>(std::move(batch.entries), status, clock_->Now());
   for (size_t i = 1; i < f->entries.size(); ++i) {
     finishers_.Post([this, f, i] { FinishCall(*f, i); });
   }
@@ -264,7 +250,7 @@ void Batcher::FinishCall(Finishing& f, size_t i) {
   if (f.left.fetch_sub(1, std::memory_order_acq_rel) != 1) {
     return;
   }
-  metrics_.finish_seconds->Observe(SecondsSince(f.start));
+  metrics_.finish_seconds->Observe(SecondsSince(clock_, f.start));
   absl::MutexLock lock(&mu_);
   --finishing_;
 }

@@ -33,6 +33,7 @@
 #include "kernels/data_type.h"
 #include "service/batch/answer_buffer.h"
 #include "service/batch/thread_pool.h"
+#include "service/common/clock.h"
 #include "service/metrics/metrics.h"
 #include "service/store/embedding_store.h"
 
@@ -50,17 +51,10 @@ struct BatcherOptions {
   int inline_batches = 4;
   // Threads that finish the calls after a batch's first (0: the batch's own thread finishes all).
   int answer_threads = 0;
-  // Where answer buffers come from; nullptr: the process's pool for the store's
-  // answer_allocator(). Must outlive every answer (gRPC returns the buffers once it has sent them).
+  // Where answer buffers come from: the pool of the store's device, which the server makes (for a
+  // GPU, pinned memory the device writes into directly); must outlive the batcher. nullptr: the
+  // batcher's own pool of ordinary memory.
   AnswerBufferPool* answer_pool = nullptr;
-};
-
-// Time source for deadlines and queue waits; tests inject a fake one.
-class Clock {
- public:
-  virtual ~Clock() = default;
-  virtual absl::Time Now() = 0;
-  static Clock* Real();
 };
 
 class Batcher {
@@ -117,6 +111,8 @@ class Batcher {
   const TableMetrics metrics_;
   Clock* const clock_;
   const size_t dim_;
+  // Used where options.answer_pool is nullptr.
+  std::unique_ptr<AnswerBufferPool> own_answer_pool_;
   AnswerBufferPool* const answer_pool_;
   // Batches in flight below which a request that finds the queue empty starts its batch on the
   // submitting thread; 0: never.

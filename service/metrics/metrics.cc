@@ -199,7 +199,6 @@ Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view full_method, absl::
 
 void Metrics::CallStarted(MethodMetrics& m) {
   m.started->Increment();
-  active_calls_.fetch_add(1, std::memory_order_relaxed);
 }
 
 void Metrics::RecordHandled(MethodMetrics& m, int code, double seconds) {

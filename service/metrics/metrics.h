@@ -53,10 +53,6 @@ class Metrics {
   // service/rpc/request_validation.h).
   void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
 
-  // Calls accepted by gRPC and not yet done (status sent, call torn down), over every service
-  // (kept by the call interceptor, service/rpc/call_metrics.h). Shutdown waits for it to reach 0.
-  int64_t active_calls() const { return active_calls_.load(); }
-
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
   static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
 
@@ -68,12 +64,10 @@ class Metrics {
   // `full_method` as gRPC names it ("/embedding.v1.EmbeddingService/LookUp"), `type` one of
   // "unary", "client_stream", "server_stream", "bidi_stream". Looked up once per call.
   MethodMetrics& ForMethod(absl::string_view full_method, absl::string_view type);
-  // A call has started: counted, and active until CallDone().
+  // A call has started: counted.
   void CallStarted(MethodMetrics& m);
   // A call's status is being sent: counted by its code, with the time since the call started.
   void RecordHandled(MethodMetrics& m, int code, double seconds);
-  // A call has been torn down (after its status was sent).
-  void CallDone() { active_calls_.fetch_sub(1, std::memory_order_relaxed); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -96,7 +90,6 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& grpc_handled_;
   prometheus::Family<prometheus::Histogram>& grpc_handling_;
 
-  std::atomic<int64_t> active_calls_{0};
   absl::Mutex methods_mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<MethodMetrics>> methods_
       ABSL_GUARDED_BY(methods_mu_);

@@ -25,12 +25,17 @@ const char* TypeName(ServerRpcInfo::Type t) {
 // is sent, done when gRPC destroys it with the call.
 class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
  public:
-  CallMetricsInterceptor(Metrics* metrics, Metrics::MethodMetrics* method)
-      : metrics_(metrics), method_(method), start_(std::chrono::steady_clock::now()) {
+  CallMetricsInterceptor(Metrics* metrics, ActiveCalls* active_calls,
+                         Metrics::MethodMetrics* method)
+      : metrics_(metrics),
+        active_calls_(active_calls),
+        method_(method),
+        start_(std::chrono::steady_clock::now()) {
     metrics_->CallStarted(*method_);
+    active_calls_->Started();
   }
 
-  ~CallMetricsInterceptor() override { metrics_->CallDone(); }
+  ~CallMetricsInterceptor() override { active_calls_->Done(); }
 
   void Intercept(grpc::experimental::InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
@@ -44,29 +49,32 @@ class CallMetricsInterceptor final : public grpc::experimental::Interceptor {
 
  private:
   Metrics* metrics_;
+  ActiveCalls* active_calls_;
   Metrics::MethodMetrics* method_;
   std::chrono::steady_clock::time_point start_;
 };
 
 class CallMetricsFactory final : public grpc::experimental::ServerInterceptorFactoryInterface {
  public:
-  explicit CallMetricsFactory(Metrics* metrics) : metrics_(metrics) {}
+  CallMetricsFactory(Metrics* metrics, ActiveCalls* active_calls)
+      : metrics_(metrics), active_calls_(active_calls) {}
 
   grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
     const char* method = info->method();
     return new CallMetricsInterceptor(
-        metrics_, &metrics_->ForMethod(method != nullptr ? method : "", TypeName(info->type())));
+        metrics_, active_calls_, &metrics_->ForMethod(method != nullptr ? method : "", TypeName(info->type())));
   }
 
  private:
   Metrics* metrics_;
+  ActiveCalls* active_calls_;
 };
 
 }  // namespace
 
 std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface> MakeCallMetricsFactory(
-    Metrics* metrics) {
-  return std::make_unique<CallMetricsFactory>(metrics);
+    Metrics* metrics, ActiveCalls* active_calls) {
+  return std::make_unique<CallMetricsFactory>(metrics, active_calls);
 }
 
 }  // namespace emb::service

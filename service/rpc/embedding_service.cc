@@ -84,13 +84,13 @@ absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& 
     return &tables->front();
   }
   for (ServedTable& t : *tables) {
-    if (t.store->name() == name) {
+    if (t.store->info().name == name) {
       return &t;
     }
   }
   std::vector<std::string> names;
   for (const ServedTable& t : *tables) {
-    names.push_back(t.store->name());
+    names.push_back(t.store->info().name);
   }
   return absl::NotFoundError(
       absl::StrCat("unknown table '", name, "'; this server has: ", absl::StrJoin(names, ", ")));
@@ -101,10 +101,11 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
   const EmbeddingStore& store = *table.store;
   absl::string_view reason;
   absl::StatusOr<DataType> type = ValidateLookUpRequest(
-      request, RequestTable{store.name(), store.rows(), store.dim(), store.dtype()},
+      request, RequestTable{store.info().name, store.info().rows, store.info().dim,
+                            store.info().dtype},
       limits_.max_request_ids, limits_.max_response_bytes, &reason);
   if (!type.ok()) {
-    metrics_->RejectIds(store.name(), reason, request.ids_size());
+    metrics_->RejectIds(store.info().name, reason, request.ids_size());
     return type.status();
   }
   *out_type = *type;
@@ -145,7 +146,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   } else {
     call->shape.push_back(request.ids_size());
   }
-  call->shape.push_back(store.dim());
+  call->shape.push_back(store.info().dim);
   if (request.ids_size() == 0) {
     *response_bytes = SerializeLookUpAnswer(AnswerBuffer(), call->shape, call->out_type);
     return FinishNow(ctx, absl::OkStatus());
@@ -166,7 +167,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   };
   if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
     metrics_->RejectIds(
-        store.name(),
+        store.info().name,
         s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
         num_ids);
     reactor->Finish(ToGrpcStatus(s));
@@ -185,13 +186,13 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     return FinishNow(ctx, absl::UnavailableError("tables are still loading; retry shortly"));
   }
   for (size_t i = 0; i < tables->size(); ++i) {
-    const EmbeddingStore& s = *(*tables)[i].store;
+    const TableInfo& table = (*tables)[i].store->info();
     embedding::v1::TableInfo* info = response->add_tables();
-    info->set_name(s.name());
-    info->set_rows(s.rows());
-    info->set_dim(s.dim());
-    info->set_dtype(ToProto(s.dtype()));
-    info->set_device(s.device());
+    info->set_name(table.name);
+    info->set_rows(table.rows);
+    info->set_dim(table.dim);
+    info->set_dtype(ToProto(table.dtype));
+    info->set_device(table.device);
     info->set_is_default(i == 0);
   }
   return FinishNow(ctx, absl::OkStatus());

@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
   }
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
-  interceptors.push_back(MakeCallMetricsFactory(server->metrics_.get()));
+  interceptors.push_back(MakeCallMetricsFactory(server->metrics_.get(), &server->active_calls_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
@@ -181,23 +181,25 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     SetNotServing();  // before the report, which ends the process
     report(why);
   };
+  answer_pool_ =
+      std::make_unique<AnswerBufferPool>(config.answer_pool_bytes, CreateAnswerMemory(device));
+  BatcherOptions batcher_options = config.batcher;
+  batcher_options.answer_pool = answer_pool_.get();
   for (const auto& source : sources) {
-    const auto start = std::chrono::steady_clock::now();
+    const absl::Time start = options.clock->Now();
     ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingStore> store, CreateStore(*source, device, options));
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double seconds = SecondsSince(options.clock, start);
+    const TableInfo& table = store->info();
     LogInfo(absl::StrFormat(
         "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from %s",
         source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
         source->bytes(), seconds,
-        seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, store->device(),
+        seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, table.device,
         source->origin()));
-    TableMetrics tm =
-        metrics_->AddTable(store->name(), DataTypeName(store->dtype()), store->device(),
-                           store->rows(), store->dim(), static_cast<int64_t>(store->bytes()));
-    AnswerBufferPool::For(store->answer_allocator()).SetMaxBytes(config.answer_pool_bytes);
+    TableMetrics tm = metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device,
+                                         table.rows, table.dim, static_cast<int64_t>(table.bytes()));
     ServedTable served;
-    served.batcher = std::make_unique<Batcher>(store.get(), config.batcher, tm);
+    served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
     served.store = std::move(store);
     tables_.push_back(std::move(served));
   }
@@ -238,7 +240,7 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     // written to them has long been read, and no new call can reach a handler.
     absl::Notification done;
     std::thread closer([this, deadline, &done] {
-      while (metrics_->active_calls() > 0 && absl::Now() < deadline && !done.HasBeenNotified()) {
+      while (active_calls_.count() > 0 && absl::Now() < deadline && !done.HasBeenNotified()) {
         absl::SleepFor(absl::Milliseconds(1));  // polled: gRPC has no "no call in flight" event
       }
       if (!done.WaitForNotificationWithTimeout(
@@ -273,7 +275,7 @@ void EmbeddingServer::WaitUntilOnlyHeldCallsRemain(absl::Time until) const {
       held = now_held;
       changed = absl::Now();
     }
-    if (metrics_->active_calls() <= held && absl::Now() - changed >= kHoldQuiet) {
+    if (active_calls_.count() <= held && absl::Now() - changed >= kHoldQuiet) {
       return;
     }
     absl::SleepFor(absl::Milliseconds(1));

@@ -1,6 +1,8 @@
 // EmbeddingServer: the whole service. Checks every table file, opens the gRPC and metrics ports
 // (health NOT_SERVING), loads each table onto its device, then serves (health SERVING).
-// Drain() and Shutdown() implement the SIGTERM sequence. Thread-safe.
+// SetNotServing() and Shutdown() implement the SIGTERM sequence. The server owns the state that
+// sequence reads (ActiveCalls, kept by the call interceptor) apart from the metrics, and one
+// AnswerBufferPool per device, which it hands to that device's batchers. Thread-safe.
 #ifndef EMB_SERVICE_SERVER_SERVER_H_
 #define EMB_SERVICE_SERVER_SERVER_H_
 
@@ -15,6 +17,8 @@
 #include "prometheus/exposer.h"
 #include "service/batch/batcher.h"
 #include "service/metrics/metrics.h"
+#include "service/batch/answer_buffer.h"
+#include "service/rpc/active_calls.h"
 #include "service/rpc/embedding_service.h"
 #include "service/rpc/health_service.h"
 #include "service/store/device.h"
@@ -33,7 +37,7 @@ struct ServerConfig {
   std::string metrics_address = "0.0.0.0:9464";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N
   BatcherOptions batcher;
-  // The most bytes of answer buffers kept for reuse, per kind of memory (pinned for GPU tables).
+  // The most bytes of answer buffers kept for reuse, per device (pinned memory for a GPU).
   size_t answer_pool_bytes = AnswerBufferPool::kDefaultMaxBytes;
   ServiceLimits limits;
   // Calls in progress per connection that gRPC lets a client have; more wait on the client
@@ -75,6 +79,9 @@ class EmbeddingServer {
   // none has arrived for a moment; or at `until`.
   void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;
 
+  // First, so that it goes last: the batchers take answers from it, and gRPC recycles them.
+  std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' device
+  ActiveCalls active_calls_;                        // outlives server_: its calls count here
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first

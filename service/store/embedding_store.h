@@ -1,7 +1,8 @@
 // EmbeddingStore: one table resident on one device, and the gather over it.
 //
 // The service reaches every backend through this interface: CpuStore (always built) and GpuStore
-// (where CUDA is found) implement it. Thread-safe. LookUp may block while the device is busy
+// (where CUDA is found) implement it. What a store holds is one TableInfo, set at construction.
+// Thread-safe. LookUp may block while the device is busy
 // (that is the batcher's back-pressure); it is called from batcher threads and, for an
 // asynchronous store whose batcher is idle, from the gRPC thread that brought the request.
 #ifndef EMB_SERVICE_STORE_EMBEDDING_STORE_H_
@@ -10,13 +11,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
-#include "service/common/host_allocator.h"
 
 namespace emb::service {
 
@@ -30,44 +31,60 @@ struct StageTimes {
   double host_copy = 0;
 };
 
+// What a store holds: the table and where it lives.
+struct TableInfo {
+  std::string name;
+  int64_t rows = 0;
+  int64_t dim = 0;
+  DataType dtype = DataType::kFloat32;
+  std::string device;  // "cpu" or "cuda:N"
+  // Bytes the table occupies on its device.
+  size_t bytes() const { return static_cast<size_t>(rows) * dim * ElementSize(dtype); }
+};
+
+// One caller's share of a batch's answer: whole rows of the answer type, in id order. `device` is
+// the same memory as the store's device sees it (pinned memory mapped into its address space, from
+// the device's AnswerBufferPool), so that the device writes the rows there itself; nullptr where
+// the device cannot see it (ordinary host memory).
+struct AnswerSpan {
+  absl::Span<std::byte> host;
+  std::byte* device = nullptr;
+};
+
 class EmbeddingStore {
  public:
-  // Where a batch's rows go: one span per caller, in id order, each a whole number of rows of
-  // the answer type; together they hold ids.size() rows.
-  using RowsOut = absl::Span<const absl::Span<std::byte>>;
+  // Where a batch's rows go: one span per caller, in id order; together they hold ids.size()
+  // rows.
+  using RowsOut = absl::Span<const AnswerSpan>;
   // Called exactly once per LookUp, on some store or batcher thread; on OK the rows are in `outs`.
   using Done = absl::AnyInvocable<void(const absl::Status& status, const StageTimes& times)>;
 
   virtual ~EmbeddingStore() = default;
 
-  virtual const std::string& name() const = 0;
-  virtual int64_t rows() const = 0;
-  virtual int64_t dim() const = 0;
-  virtual DataType dtype() const = 0;
-  // "cpu" or "cuda:N".
-  virtual const std::string& device() const = 0;
-  // Bytes the table occupies on its device.
-  virtual size_t bytes() const {
-    return static_cast<size_t>(rows()) * dim() * ElementSize(dtype());
-  }
+  const TableInfo& info() const { return info_; }
   // The most ids one LookUp may carry (the size the store's buffers were made for).
-  virtual int64_t max_batch_ids() const = 0;
+  int64_t max_batch_ids() const { return max_batch_ids_; }
   // True where LookUp only enqueues the gather and `done` runs later on a store thread (GpuStore),
   // so that calling LookUp never waits for a gather; false where LookUp does the gather before it
   // returns (CpuStore).
   virtual bool asynchronous() const { return false; }
   // Batches that may be in flight at once without LookUp blocking (GpuStore: its slots).
   virtual int max_inflight_batches() const { return 1; }
-  // The host memory this store writes rows into fastest (GpuStore: pinned and mapped, which the
-  // device writes into directly); nullptr where any memory will do.
-  virtual const HostAllocator* answer_allocator() const { return nullptr; }
 
   // Gathers rows ids[i], converted to `out_type`, into `outs`. Ids were checked by the caller
-  // (all in [0, rows())) and number at most max_batch_ids(); `ids`, `outs` and the memory they
-  // point to must stay valid until `done` runs. Errors: INTERNAL with the CUDA error's name for a
-  // device failure, or for `outs` that do not hold the rows (see CheckRowsOut).
+  // (all in [0, info().rows)) and number at most max_batch_ids(); `ids`, `outs` and the memory
+  // they point to must stay valid until `done` runs. Errors: INTERNAL with the CUDA error's name
+  // for a device failure, or for `outs` that do not hold the rows (see CheckRowsOut).
   virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs,
                       Done done) = 0;
+
+ protected:
+  EmbeddingStore(TableInfo info, int64_t max_batch_ids)
+      : info_(std::move(info)), max_batch_ids_(max_batch_ids) {}
+
+ private:
+  const TableInfo info_;
+  const int64_t max_batch_ids_;
 };
 
 // OK if `outs` are whole rows of `row_bytes` that together hold `ids` rows; else INTERNAL, saying
@@ -75,11 +92,12 @@ class EmbeddingStore {
 inline absl::Status CheckRowsOut(size_t ids, size_t row_bytes, EmbeddingStore::RowsOut outs) {
   size_t rows = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (row_bytes == 0 || outs[i].size() % row_bytes != 0) {
-      return absl::InternalError(absl::StrCat("answer span ", i, " holds ", outs[i].size(),
+    const size_t bytes = outs[i].host.size();
+    if (row_bytes == 0 || bytes % row_bytes != 0) {
+      return absl::InternalError(absl::StrCat("answer span ", i, " holds ", bytes,
                                               " bytes, not whole rows of ", row_bytes));
     }
-    rows += outs[i].size() / row_bytes;
+    rows += bytes / row_bytes;
   }
   if (rows != ids) {
     return absl::InternalError(

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "service/common/clock.h"
 
 namespace emb::service {
 
@@ -29,8 +30,8 @@ struct StoreOptions {
   // mapped pinned memory (one launch, no copies); larger ones copy ids in and rows out with the
   // copy engines.
   size_t zero_copy_max_bytes = 1 << 20;
-  // GPU: a caller's rows that take at least this many bytes, in the store's pinned answer memory
-  // (answer_allocator()), are written into its answer by the device itself (a copy or a launch of
+  // GPU: a caller's rows that take at least this many bytes, in memory the device sees
+  // (AnswerSpan::device: the device's pinned answer memory), are written into its answer by the device itself (a copy or a launch of
   // their own); smaller ones, and answers in other memory, share one through the slot's pinned
   // buffer, then are copied on the host (a copy or launch costs 2 to 4 us of a CPU, as much as a
   // host copy of about 32 KiB).
@@ -41,6 +42,9 @@ struct StoreOptions {
   int load_readers = 0;
   // GPU: bytes of one read and of one host-to-device copy at start-up; 0 picks 16 MiB.
   size_t load_chunk_bytes = 0;
+  // Where the stores read the time (stage timings, the completion threads' polling); must
+  // outlive them.
+  Clock* clock = Clock::Real();
   // Called (once, from a store thread) when the device is lost; must not return. The server
   // injects its own (health NOT_SERVING, then exit); tests record the call.
   std::function<void(const std::string& why)> on_device_lost;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <random>
 #include <thread>
 #include <utility>
@@ -141,40 +142,49 @@ TEST(AnswerBuffer, MovingTransfersTheBlockAndAssigningReturnsTheOldOne) {
   EXPECT_EQ(pool.stats().idle_bytes, 8 * kKiB);
 }
 
-TEST(AnswerBufferPool, DefaultIsOneProcessWidePool) {
-  EXPECT_EQ(&AnswerBufferPool::Default(), &AnswerBufferPool::Default());
-  EXPECT_EQ(AnswerBufferPool::Default().max_bytes(), AnswerBufferPool::kDefaultMaxBytes);
+TEST(AnswerBufferPool, TheDefaultBoundIsKDefaultMaxBytes) {
+  AnswerBufferPool pool;
+  EXPECT_EQ(pool.max_bytes(), AnswerBufferPool::kDefaultMaxBytes);
 }
 
-// A HostAllocator over new[] that counts its blocks, or that has none to give.
+// A HostAllocator over new[] that counts its blocks, or that has none to give. Its blocks' device
+// address is the host address plus kDeviceOffset, so a test can tell where one came from.
 class CountingAllocator final : public HostAllocator {
  public:
-  void* Allocate(size_t bytes) const override {
+  static constexpr uintptr_t kDeviceOffset = 1 << 20;
+
+  HostBlock Allocate(size_t bytes) const override {
     if (refuse.load()) {
-      return nullptr;
+      return HostBlock{};
     }
     live.fetch_add(1);
-    return new std::byte[bytes];
+    auto* host = new std::byte[bytes];
+    return HostBlock{host, reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host) +
+                                                   kDeviceOffset)};
   }
-  void Release(void* p) const override {
+  void Release(void* host) const override {
     live.fetch_sub(1);
-    delete[] static_cast<std::byte*>(p);
+    delete[] static_cast<std::byte*>(host);
   }
 
   static inline std::atomic<int> live{0};
   static inline std::atomic<bool> refuse{false};
 };
-const CountingAllocator kCounting;
+
+std::shared_ptr<const HostAllocator> Counting() { return std::make_shared<CountingAllocator>(); }
 
 TEST(AnswerBufferPool, PooledBlocksComeFromItsAllocatorAndGoBackToIt) {
   {
-    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &kCounting);
+    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, Counting());
     AnswerBuffer a = pool.Acquire(10 * kKiB);
     std::memset(a.data(), 0x5a, a.size());
     EXPECT_EQ(CountingAllocator::live.load(), 1);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a.device_data()),
+              reinterpret_cast<uintptr_t>(a.data()) + CountingAllocator::kDeviceOffset);
     AnswerBuffer past_bound = pool.Acquire(100 * kKiB);  // never pooled: from new[]
     std::memset(past_bound.data(), 0x5a, past_bound.size());
     EXPECT_FALSE(past_bound.pooled());
+    EXPECT_EQ(past_bound.device_data(), nullptr);  // no device sees new[] memory
     EXPECT_EQ(CountingAllocator::live.load(), 1);
     a = AnswerBuffer();  // back to the pool, still the allocator's
     EXPECT_EQ(CountingAllocator::live.load(), 1);
@@ -184,21 +194,32 @@ TEST(AnswerBufferPool, PooledBlocksComeFromItsAllocatorAndGoBackToIt) {
 }
 
 TEST(AnswerBufferPool, WhenItsAllocatorHasNoneAPooledBlockComesFromNew) {
-  AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, &kCounting);
+  AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, Counting());
   CountingAllocator::refuse = true;
   AnswerBuffer a = pool.Acquire(10 * kKiB);
   CountingAllocator::refuse = false;
   std::memset(a.data(), 0x5a, a.size());
   EXPECT_TRUE(a.pooled());
+  EXPECT_EQ(a.device_data(), nullptr);
   EXPECT_EQ(CountingAllocator::live.load(), 0);
   EXPECT_EQ(pool.stats().fallbacks, 1);
 }
 
-TEST(AnswerBufferPool, ForGivesOneProcessWidePoolPerAllocator) {
-  EXPECT_EQ(&AnswerBufferPool::For(nullptr), &AnswerBufferPool::Default());
-  AnswerBufferPool& counting = AnswerBufferPool::For(&kCounting);
-  EXPECT_EQ(&AnswerBufferPool::For(&kCounting), &counting);
-  EXPECT_NE(&counting, &AnswerBufferPool::Default());
+// gRPC may hand an answer back after the server, and so its pool, is gone: the block is then
+// freed, with the allocator it came from (ASan and LSan check the rest).
+TEST(AnswerBufferPool, ABufferReturnedAfterItsPoolIsGoneIsFreedWithItsAllocator) {
+  void* handle = nullptr;
+  {
+    AnswerBufferPool pool(/*max_bytes=*/64 * kKiB, Counting());
+    AnswerBuffer idle = pool.Acquire(10 * kKiB);
+    AnswerBuffer held = pool.Acquire(20 * kKiB);
+    std::memset(held.data(), 0x5a, held.size());
+    handle = held.ReleaseHandle();
+    EXPECT_EQ(CountingAllocator::live.load(), 2);
+  }  // `idle` went back to the pool first, which freed it with itself
+  EXPECT_EQ(CountingAllocator::live.load(), 1);
+  AnswerBuffer::Recycle(handle);
+  EXPECT_EQ(CountingAllocator::live.load(), 0);
 }
 
 // Many threads acquire buffers of mixed sizes, each writes a pattern of its own into its buffer

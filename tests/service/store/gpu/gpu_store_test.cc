@@ -1,6 +1,6 @@
 // GpuStore against CpuStore on random tables: every table and answer dtype, odd dims, many
 // batches in flight at once. Skips, saying why, where no GPU is visible.
-#include "service/store/gpu_store.h"
+#include "service/store/gpu/gpu_store.h"
 
 #include <cuda_runtime_api.h>
 #include <unistd.h>
@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "service/store/cpu_store.h"
+#include "service/store/gpu/pinned_answer_memory.h"
 #include "service/store/load_plan.h"
 #include "service/tables/table_source.h"
 #include "tests/testing/status_matchers.h"
@@ -71,8 +72,14 @@ class GpuStoreTest : public ::testing::Test {
   int files_ = 0;
 };
 
-// One caller's share of a batch: its ids, and whether its answer is in the store's pinned memory
-// (answer_allocator()) or in ordinary memory.
+// Device 0's answer memory, as the server's pool for it would hand it out.
+const PinnedAnswerMemory& Pinned() {
+  static const auto* const pinned = new PinnedAnswerMemory(0);
+  return *pinned;
+}
+
+// One caller's share of a batch: its ids, and whether its answer is in device 0's pinned answer
+// memory (which the device sees) or in ordinary memory.
 struct Share {
   size_t ids;
   bool pinned;
@@ -83,7 +90,9 @@ class OutBuffer {
  public:
   OutBuffer(size_t bytes, const HostAllocator* pinned) : bytes_(bytes), pinned_(pinned) {
     if (pinned_ != nullptr) {
-      data_ = static_cast<std::byte*>(pinned_->Allocate(std::max<size_t>(bytes, 1)));
+      const HostBlock block = pinned_->Allocate(std::max<size_t>(bytes, 1));
+      data_ = static_cast<std::byte*>(block.host);
+      device_ = static_cast<std::byte*>(block.device);
     } else {
       pageable_.resize(bytes);
       data_ = pageable_.data();
@@ -97,13 +106,15 @@ class OutBuffer {
   }
   OutBuffer(const OutBuffer&) = delete;
   OutBuffer& operator=(const OutBuffer&) = delete;
-  absl::Span<std::byte> span() const { return absl::MakeSpan(data_, bytes_); }
+  // As the batcher hands it to the store: with its device address where it is pinned.
+  AnswerSpan span() const { return AnswerSpan{absl::MakeSpan(data_, bytes_), device_}; }
 
  private:
   size_t bytes_;
   const HostAllocator* pinned_;
   std::vector<std::byte> pageable_;
   std::byte* data_ = nullptr;
+  std::byte* device_ = nullptr;
 };
 
 // How one LookUp ended.
@@ -114,7 +125,7 @@ struct Answered {
 
 // Runs one LookUp into `outs` and waits for its `done`.
 Answered LookUpAndWait(EmbeddingStore& store, const std::vector<int64_t>& ids, DataType out_type,
-                       const std::vector<absl::Span<std::byte>>& outs) {
+                       const std::vector<AnswerSpan>& outs) {
   Answered answered;
   absl::Notification done;
   store.LookUp(ids, out_type, outs, [&](const absl::Status& s, const StageTimes& times) {
@@ -142,11 +153,11 @@ absl::StatusOr<std::string> Gather(EmbeddingStore& store, const std::vector<int6
   if (shares.empty()) {
     shares.push_back(Share{ids.size(), false});
   }
-  const size_t row_bytes = static_cast<size_t>(store.dim()) * ElementSize(out_type);
+  const size_t row_bytes = static_cast<size_t>(store.info().dim) * ElementSize(out_type);
   std::vector<std::unique_ptr<OutBuffer>> buffers;
-  std::vector<absl::Span<std::byte>> outs;
+  std::vector<AnswerSpan> outs;
   for (const Share& share : shares) {
-    const HostAllocator* pinned = share.pinned ? store.answer_allocator() : nullptr;
+    const HostAllocator* pinned = share.pinned ? &Pinned() : nullptr;
     buffers.push_back(std::make_unique<OutBuffer>(share.ids * row_bytes, pinned));
     outs.push_back(buffers.back()->span());
   }
@@ -154,8 +165,8 @@ absl::StatusOr<std::string> Gather(EmbeddingStore& store, const std::vector<int6
     return status;
   }
   std::string rows;
-  for (absl::Span<std::byte> out : outs) {
-    rows.append(reinterpret_cast<const char*>(out.data()), out.size());
+  for (const AnswerSpan& out : outs) {
+    rows.append(reinterpret_cast<const char*>(out.host.data()), out.host.size());
   }
   return rows;
 }
@@ -174,9 +185,9 @@ TEST_F(GpuStoreTest, MatchesTheCpuStoreForEveryDtypePairAndOddDims) {
         auto source = RandomTable(table_type, rows, dim);
         auto gpu = GpuStore::Create(*source, 0, options);
         ASSERT_THAT(gpu.status(), IsOk());
-        auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+        auto cpu = CpuStore::Create(*source, options);
         ASSERT_THAT(cpu.status(), IsOk());
-        EXPECT_EQ((*gpu)->device(), "cuda:0");
+        EXPECT_EQ((*gpu)->info().device, "cuda:0");
         std::vector<int64_t> ids(dim > 1000 ? 300 : 4096);
         for (int64_t& id : ids) {
           id = static_cast<int64_t>(rng() % rows);
@@ -211,7 +222,7 @@ TEST_P(GpuStorePollTest, ManyBatchesInFlightEachGetTheirRows) {
   auto source = RandomTable(DataType::kFloat32, 5000, 96);
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());
-  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  auto cpu = CpuStore::Create(*source, options);
   ASSERT_THAT(cpu.status(), IsOk());
   constexpr int kThreads = 6;
   constexpr int kBatches = 50;
@@ -258,7 +269,7 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
   options.max_batch_ids = 2048;
   options.inflight_batches = 2;
   auto source = RandomTable(DataType::kFloat32, 3000, 128);  // 512-byte rows
-  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  auto cpu = CpuStore::Create(*source, options);
   ASSERT_THAT(cpu.status(), IsOk());
   // With 64 KiB (128 float32 rows) the direct minimum: staged, direct, staged (ordinary memory,
   // large), direct, then a staged run of three (an empty caller, one row, seven pinned rows).
@@ -271,7 +282,6 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
       options.direct_answer_min_bytes = direct_min;
       auto gpu = GpuStore::Create(*source, 0, options);
       ASSERT_THAT(gpu.status(), IsOk());
-      ASSERT_NE((*gpu)->answer_allocator(), nullptr);
       for (DataType out : {DataType::kFloat32, DataType::kFloat16}) {
         auto got = Gather(**gpu, ids, out, shares);
         auto want = Gather(**cpu, ids, out, shares);
@@ -284,16 +294,17 @@ TEST_F(GpuStoreTest, EveryCallerGetsItsRowsWhetherWrittenDirectlyOrStaged) {
   }
 }
 
-// Spans anywhere inside one of the answer allocator's blocks are written by the device in place,
-// with no host copy, through the copy engines and through zero-copy gathers; a span in ordinary
-// memory is staged. The store tells its own blocks apart without asking the driver, so this
-// pins down which spans it takes for its own.
-TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
+// Spans anywhere inside one of the pinned answer memory's blocks, with their device addresses,
+// are written by the device in place, with no host copy, through the copy engines and through
+// zero-copy gathers; a span in ordinary memory is staged. The store takes the device address the
+// batch brings and asks neither the driver nor a registry, so this pins down which spans it
+// writes in place.
+TEST_F(GpuStoreTest, SpansWithADeviceAddressAreWrittenInPlace) {
   StoreOptions options;
   options.max_batch_ids = 1024;
   options.direct_answer_min_bytes = 4096;
   auto source = RandomTable(DataType::kFloat32, 3000, 64);  // 256-byte rows
-  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  auto cpu = CpuStore::Create(*source, options);
   ASSERT_THAT(cpu.status(), IsOk());
   const std::vector<int64_t> ids = RandomIds(300, 3000, 11);
   auto want = Gather(**cpu, ids, DataType::kFloat32);
@@ -305,12 +316,15 @@ TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
 
   // Runs one batch of two callers whose spans are `first` and `second`; returns its host copy
   // time and checks the rows.
-  auto look_up = [&](GpuStore& store, std::byte* first, std::byte* second) {
+  // `first_device` and `second_device`: the spans as the device sees them, or nullptr.
+  auto look_up = [&](GpuStore& store, std::byte* first, std::byte* second,
+                     std::byte* first_device = nullptr, std::byte* second_device = nullptr) {
     std::memset(first, 0xa5, first_bytes);
     std::memset(second, 0xa5, second_bytes);
     const Answered answered =
         LookUpAndWait(store, ids, DataType::kFloat32,
-                      {absl::MakeSpan(first, first_bytes), absl::MakeSpan(second, second_bytes)});
+                      {AnswerSpan{absl::MakeSpan(first, first_bytes), first_device},
+                       AnswerSpan{absl::MakeSpan(second, second_bytes), second_device}});
     EXPECT_THAT(answered.status, IsOk());
     std::string got(reinterpret_cast<const char*>(first), first_bytes);
     got.append(reinterpret_cast<const char*>(second), second_bytes);
@@ -323,15 +337,18 @@ TEST_F(GpuStoreTest, SpansInsideAnswerAllocatorBlocksAreWrittenInPlace) {
     options.zero_copy_max_bytes = zero_copy_max_bytes;
     auto gpu = GpuStore::Create(*source, 0, options);
     ASSERT_THAT(gpu.status(), IsOk());
-    const HostAllocator* pinned = (*gpu)->answer_allocator();
-    ASSERT_NE(pinned, nullptr);
     // One block holding both spans: the first one row in, the second ending at the block's last
     // byte.
     const size_t block_bytes = row_bytes + first_bytes + row_bytes + second_bytes;
-    auto* block = static_cast<std::byte*>(pinned->Allocate(block_bytes));
-    ASSERT_NE(block, nullptr);
-    EXPECT_EQ(look_up(**gpu, block + row_bytes, block + block_bytes - second_bytes), 0.0);
-    pinned->Release(block);
+    const HostBlock block = Pinned().Allocate(block_bytes);
+    ASSERT_NE(block.host, nullptr);
+    auto* host = static_cast<std::byte*>(block.host);
+    auto* device = static_cast<std::byte*>(block.device);
+    const size_t second_at = block_bytes - second_bytes;
+    EXPECT_EQ(look_up(**gpu, host + row_bytes, host + second_at, device + row_bytes,
+                      device + second_at),
+              0.0);
+    Pinned().Release(block.host);
 
     std::vector<std::byte> ordinary(first_bytes + second_bytes);
     EXPECT_GT(look_up(**gpu, ordinary.data(), ordinary.data() + first_bytes), 0.0);
@@ -347,7 +364,7 @@ TEST_F(GpuStoreTest, ASlotIsFreeWhileItsBatchIsAnswered) {
   auto source = RandomTable(DataType::kFloat32, 500, 24);
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());
-  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  auto cpu = CpuStore::Create(*source, options);
   ASSERT_THAT(cpu.status(), IsOk());
   const std::vector<int64_t> first_ids = {499, 0, 17, 17, 250};
   const std::vector<int64_t> second_ids = {3, 141, 59, 26};
@@ -358,8 +375,8 @@ TEST_F(GpuStoreTest, ASlotIsFreeWhileItsBatchIsAnswered) {
   absl::Status second_status;
   bool second_answered_inside_first = false;
   absl::Notification first_done;
-  const std::vector<absl::Span<std::byte>> first_outs = {first_out.span()};
-  const std::vector<absl::Span<std::byte>> second_outs = {second_out.span()};
+  const std::vector<AnswerSpan> first_outs = {first_out.span()};
+  const std::vector<AnswerSpan> second_outs = {second_out.span()};
   // The first batch's `done` runs the second batch, through the store's only slot, and waits for
   // its answer.
   (*gpu)->LookUp(first_ids, DataType::kFloat32, first_outs,
@@ -383,7 +400,8 @@ TEST_F(GpuStoreTest, ASlotIsFreeWhileItsBatchIsAnswered) {
        {std::pair(&first_ids, &first_out), std::pair(&second_ids, &second_out)}) {
     auto want = Gather(**cpu, *ids, DataType::kFloat32);
     ASSERT_THAT(want.status(), IsOk());
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(out->span().data()), out->span().size()),
+    const AnswerSpan span = out->span();
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(span.host.data()), span.host.size()),
               *want);
   }
 }
@@ -406,8 +424,8 @@ std::string CompareAllRows(EmbeddingStore& gpu, EmbeddingStore& cpu, int64_t row
   for (int64_t i = 0; i < rows; ++i) {
     ids[static_cast<size_t>(i)] = i;
   }
-  auto got = Gather(gpu, ids, gpu.dtype());
-  auto want = Gather(cpu, ids, cpu.dtype());
+  auto got = Gather(gpu, ids, gpu.info().dtype);
+  auto want = Gather(cpu, ids, cpu.info().dtype);
   if (!got.ok() || !want.ok()) {
     return absl::StrCat("gather failed: gpu ", got.status().ToString(), ", cpu ",
                         want.status().ToString());
@@ -433,7 +451,7 @@ TEST_F(GpuStoreTest, ParallelLoadWithUnevenChunksGivesTheCpuStoresRows) {
   for (const Table& t : {Table{DataType::kFloat32, 1000, 300}, Table{DataType::kFloat16, 777, 3},
                          Table{DataType::kBFloat16, 2001, 5}}) {
     auto source = RandomTable(t.type, t.rows, t.dim);
-    auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+    auto cpu = CpuStore::Create(*source, options);
     ASSERT_THAT(cpu.status(), IsOk());
     for (int readers : {1, 3, 8}) {
       for (size_t chunk : {size_t{4099}, size_t{65543}, size_t{0}}) {
@@ -470,7 +488,7 @@ TEST_F(GpuStoreTest, ParallelLoadOfADemoTableGivesTheCpuStoresRows) {
   options.load_chunk_bytes = 1001;
   auto gpu = GpuStore::Create(*source, 0, options);
   ASSERT_THAT(gpu.status(), IsOk());
-  auto cpu = CpuStore::Create(*source, options.max_batch_ids);
+  auto cpu = CpuStore::Create(*source, options);
   ASSERT_THAT(cpu.status(), IsOk());
   EXPECT_EQ(CompareAllRows(**gpu, **cpu, 3000), "");
 }

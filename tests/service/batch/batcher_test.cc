@@ -62,13 +62,8 @@ class FakeClock final : public Clock {
 // A store that takes its table's description from `inner`; subclasses say how LookUp runs.
 class WrappingStore : public EmbeddingStore {
  public:
-  explicit WrappingStore(EmbeddingStore* inner) : inner_(inner) {}
-  const std::string& name() const override { return inner_->name(); }
-  int64_t rows() const override { return inner_->rows(); }
-  int64_t dim() const override { return inner_->dim(); }
-  DataType dtype() const override { return inner_->dtype(); }
-  const std::string& device() const override { return inner_->device(); }
-  int64_t max_batch_ids() const override { return inner_->max_batch_ids(); }
+  explicit WrappingStore(EmbeddingStore* inner)
+      : EmbeddingStore(inner->info(), inner->max_batch_ids()), inner_(inner) {}
 
  protected:
   EmbeddingStore* const inner_;
@@ -191,14 +186,17 @@ class ThreadRecordingStore final : public WrappingStore {
   std::vector<Pending> pending_ ABSL_GUARDED_BY(mu_);
 };
 
-// Host memory from new[], each block recorded until released.
+// Host memory from new[], each block recorded until released. A block's device address is its
+// host address plus kDeviceOffset, as if a device saw it there.
 class RecordingAllocator final : public HostAllocator {
  public:
-  void* Allocate(size_t bytes) const override {
+  static constexpr uintptr_t kDeviceOffset = 1 << 20;
+
+  HostBlock Allocate(size_t bytes) const override {
     void* p = new std::byte[bytes];
     absl::MutexLock lock(&mu_);
     blocks_.push_back(p);
-    return p;
+    return HostBlock{p, reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(p) + kDeviceOffset)};
   }
   void Release(void* p) const override {
     {
@@ -218,19 +216,25 @@ class RecordingAllocator final : public HostAllocator {
   mutable std::vector<void*> blocks_ ABSL_GUARDED_BY(mu_);
 };
 
-// A store that offers its own host memory for answers. The allocator is never destroyed, as the
-// process-wide pool that holds its blocks.
-class AllocatingStore final : public WrappingStore {
+// A store that records the answer spans each LookUp got, then lets `inner` gather.
+class SpanRecordingStore final : public WrappingStore {
  public:
-  explicit AllocatingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  const HostAllocator* answer_allocator() const override { return allocator_; }
+  explicit SpanRecordingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+    {
+      absl::MutexLock lock(&mu_);
+      spans_.insert(spans_.end(), outs.begin(), outs.end());
+    }
     inner_->LookUp(ids, out_type, outs, std::move(done));
   }
-  const RecordingAllocator& allocator() const { return *allocator_; }
+  std::vector<AnswerSpan> spans() const {
+    absl::MutexLock lock(&mu_);
+    return spans_;
+  }
 
  private:
-  const RecordingAllocator* const allocator_ = new RecordingAllocator;
+  mutable absl::Mutex mu_;
+  std::vector<AnswerSpan> spans_ ABSL_GUARDED_BY(mu_);
 };
 
 // One caller: its ids, its answer buffer and what `done` reported.
@@ -276,7 +280,9 @@ class BatcherTest : public ::testing::Test {
     auto rows = source_->ReadAll();
     ASSERT_THAT(rows, IsOk());
     table_ = std::move(*rows);
-    auto store = CpuStore::Create(*source_, /*max_batch_ids=*/1 << 16);
+    StoreOptions options;
+    options.max_batch_ids = 1 << 16;
+    auto store = CpuStore::Create(*source_, options);
     ASSERT_THAT(store, IsOk());
     store_ = std::move(*store);
     table_metrics_ = metrics_.AddTable("t", "float32", "cpu", kRows, kDim,
@@ -834,15 +840,40 @@ TEST_F(BatcherTest, EachCallerOfABatchGetsItsRowsInItsOwnPooledBuffer) {
   EXPECT_EQ(pool.stats().allocated, static_cast<int64_t>(calls.size()));
 }
 
-TEST_F(BatcherTest, AnswersComeFromThePoolOfTheStoresAllocator) {
-  AllocatingStore allocating(store_.get());
-  Batcher batcher(&allocating, BatcherOptions{}, table_metrics_, &clock_);
+// The server's pool for a device hands the store each caller's span with the device's address of
+// it, so the store need not look it up.
+TEST_F(BatcherTest, AnswersComeFromTheGivenPoolWithTheirDeviceAddresses) {
+  auto allocator = std::make_shared<RecordingAllocator>();
+  AnswerBufferPool pool(AnswerBufferPool::kDefaultMaxBytes, allocator);
+  BatcherOptions options;
+  options.answer_pool = &pool;
+  SpanRecordingStore recording(store_.get());
+  Batcher batcher(&recording, options, table_metrics_, &clock_);
   Call call(Iota(5, 300), DataType::kBFloat16);
   ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
   call.done.WaitForNotification();
   EXPECT_EQ(CheckRows(call), "");
-  EXPECT_TRUE(allocating.allocator().Allocated(call.out.data()));
+  EXPECT_TRUE(allocator->Allocated(call.out.data()));
   EXPECT_TRUE(call.out.pooled());
+  const std::vector<AnswerSpan> spans = recording.spans();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].host.data(), call.out.data());
+  EXPECT_EQ(spans[0].host.size(), call.out.size());
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(spans[0].device),
+            reinterpret_cast<uintptr_t>(call.out.data()) + RecordingAllocator::kDeviceOffset);
+}
+
+TEST_F(BatcherTest, WithoutAPoolAnswersComeFromOrdinaryMemoryNoDeviceSees) {
+  SpanRecordingStore recording(store_.get());
+  Batcher batcher(&recording, BatcherOptions{}, table_metrics_, &clock_);
+  Call call(Iota(5, 300), DataType::kFloat16);
+  ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
+  call.done.WaitForNotification();
+  EXPECT_EQ(CheckRows(call), "");
+  const std::vector<AnswerSpan> spans = recording.spans();
+  ASSERT_EQ(spans.size(), 1u);
+  EXPECT_EQ(spans[0].host.data(), call.out.data());
+  EXPECT_EQ(spans[0].device, nullptr);
 }
 
 TEST_F(BatcherTest, AFinishedAnswersBufferServesTheNextCall) {

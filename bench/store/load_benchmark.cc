@@ -45,7 +45,7 @@
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "service/common/status_macros.h"
-#include "service/store/gpu_store.h"
+#include "service/store/gpu/gpu_store.h"
 #include "service/store/load_plan.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
@@ -192,8 +192,8 @@ absl::Status CheckRows(GpuStore& store, const TableSource& source) {
     ids.push_back(static_cast<int64_t>(rng() % static_cast<uint64_t>(source.rows())));
   }
   std::string got(ids.size() * source.row_bytes(), '\0');
-  const absl::Span<std::byte> outs[] = {
-      absl::MakeSpan(reinterpret_cast<std::byte*>(got.data()), got.size())};
+  const AnswerSpan outs[] = {
+      AnswerSpan{absl::MakeSpan(reinterpret_cast<std::byte*>(got.data()), got.size())}};
   absl::Status status;
   absl::BlockingCounter done(1);
   store.LookUp(ids, source.dtype(), outs, [&](const absl::Status& s, const StageTimes&) {

@@ -10,7 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cuda_status.h"
-#include "service/store/gpu_store.h"
+#include "service/store/gpu/gpu_store.h"
 #include "service/tables/table_source.h"
 #include "tests/testing/cuda_fault.h"
 #include "tests/testing/status_matchers.h"
@@ -44,7 +44,7 @@ TEST(GpuDeviceLoss, StickyErrorCallsOnDeviceLostAndFailsTheBatch) {
   absl::BlockingCounter done(1);
   const std::vector<int64_t> ids = {1, 2, 3};
   std::vector<std::byte> answer(ids.size() * 16 * sizeof(float));
-  const absl::Span<std::byte> outs[] = {absl::MakeSpan(answer)};
+  const AnswerSpan outs[] = {AnswerSpan{absl::MakeSpan(answer)}};
   (*store)->LookUp(ids, DataType::kFloat32, outs, [&](const absl::Status& s, const StageTimes&) {
     status = s;
     done.DecrementCount();

@@ -1,0 +1,164 @@
+#include "service/store/gpu/gpu_store.h"
+
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "service/common/log.h"
+#include "service/common/status_macros.h"
+#include "service/store/gpu/table_upload.h"
+
+namespace emb::service {
+namespace {
+
+// Bytes of GPU memory the batch buffers of `slots` slots take besides the table.
+size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
+  const size_t per_slot = static_cast<size_t>(max_batch_ids) *
+                          (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
+  return per_slot * static_cast<size_t>(slots);
+}
+
+}  // namespace
+
+GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& options)
+    : EmbeddingStore(TableInfo{source.name(), source.rows(), source.dim(), source.dtype(),
+                               absl::StrCat("cuda:", device)},
+                     options.max_batch_ids),
+      options_(options),
+      check_(device, options.on_device_lost) {}
+
+absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& source, int device,
+                                                           const StoreOptions& options) {
+  auto store = std::unique_ptr<GpuStore>(new GpuStore(source, device, options));
+  const CudaCheck& check = store->check_;
+  RETURN_IF_ERROR(check(cudaSetDevice(device), "cudaSetDevice"));
+  ASSIGN_OR_RETURN(store->tuning_, kernels::GetGatherTuning(device));
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  RETURN_IF_ERROR(check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(),
+                                                       options.inflight_batches);
+  if (need > free_bytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "table '", source.name(), "' does not fit on ", check.device_name(), ": it needs ", need,
+        " bytes (", source.bytes(), " for the rows, the rest for batch buffers) but ", free_bytes,
+        " of ", total_bytes, " bytes are free"));
+  }
+  RETURN_IF_ERROR(store->Load(source));
+  const size_t max_out_bytes =
+      static_cast<size_t>(options.max_batch_ids) * source.dim() * sizeof(float);
+  ASSIGN_OR_RETURN(store->slots_, SlotPool::Create(options.inflight_batches,
+                                                   options.max_batch_ids, max_out_bytes, check));
+  // Two completion threads per slot: a slot is free again once its rows are out, while the
+  // thread that answered it may still be finishing a call, so that every slot's batch has a
+  // thread to wait for it.
+  store->completer_ = std::make_unique<BatchCompleter>(store->slots_.get(), check, options,
+                                                       2 * options.inflight_batches);
+  return store;
+}
+
+absl::Status GpuStore::Load(const TableSource& source) {
+  const absl::Time start = options_.clock->Now();
+  const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
+                                 std::thread::hardware_concurrency());
+  ASSIGN_OR_RETURN(d_table_, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
+  ASSIGN_OR_RETURN(load_stats_,
+                   UploadTable(source, plan, d_table_.data(), check_, options_.clock));
+  load_stats_.seconds = SecondsSince(options_.clock, start);
+  LogInfo(LoadSummary(info().name, load_stats_));
+  return absl::OkStatus();
+}
+
+bool GpuStore::WrittenDirectly(const AnswerSpan& out) const {
+  return out.device != nullptr && !out.host.empty() &&
+         out.host.size() >= options_.direct_answer_min_bytes;
+}
+
+template <typename F>
+absl::Status GpuStore::ForEachRun(BatchSlot& slot, RowsOut outs, size_t row_bytes,
+                                  F&& f) const {
+  Run run{0, 0, 0, nullptr};
+  for (size_t i = 0; i < outs.size();) {
+    run.bytes = 0;
+    run.span = WrittenDirectly(outs[i]) ? &outs[i] : nullptr;
+    do {
+      if (run.span == nullptr) {
+        slot.staged.push_back(BatchSlot::Staged{run.first_byte + run.bytes, outs[i].host.data(),
+                                                outs[i].host.size()});
+      }
+      run.bytes += outs[i].host.size();
+      ++i;
+    } while (run.span == nullptr && i < outs.size() && !WrittenDirectly(outs[i]));
+    RETURN_IF_ERROR(f(run));
+    run.first_id += run.bytes / row_bytes;
+    run.first_byte += run.bytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status GpuStore::Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, DataType out_type,
+                               RowsOut outs) {
+  const TableInfo& table = info();
+  cudaStream_t stream = slot.stream.get();
+  const size_t row_bytes = static_cast<size_t>(table.dim) * ElementSize(out_type);
+  std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
+  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
+  slot.staged.clear();
+  RETURN_IF_ERROR(check_(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
+  slot.zero_copy = ids.size() * row_bytes <= options_.zero_copy_max_bytes;
+  if (slot.zero_copy) {
+    // One launch a run: the kernel reads the ids from mapped pinned memory and writes the rows
+    // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
+    // launch latency.
+    RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+      return kernels::LaunchGather(
+          tuning_, d_table_.data(), table.dtype, table.rows, table.dim,
+          slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
+          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, out_type,
+          stream);
+    }));
+    return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
+  }
+  RETURN_IF_ERROR(
+      check_(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(), ids.size() * sizeof(int64_t),
+                             cudaMemcpyHostToDevice, stream),
+             "copy ids to the device"));
+  RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
+  RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows,
+                                        table.dim, slot.d_ids.data(),
+                                        static_cast<int64_t>(ids.size()), slot.d_out.data(),
+                                        out_type, stream));
+  RETURN_IF_ERROR(check_(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
+  // One copy a run: into the caller's pinned answer, or into h_out.
+  RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+    return check_(cudaMemcpyAsync(run.span != nullptr ? run.span->host.data()
+                                                      : slot.h_out.data() + run.first_byte,
+                                  slot.d_out.data() + run.first_byte, run.bytes,
+                                  cudaMemcpyDeviceToHost, stream),
+                  "copy rows to the host");
+  }));
+  return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
+}
+
+void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
+  const size_t row_bytes = static_cast<size_t>(info().dim) * ElementSize(out_type);
+  if (absl::Status s = CheckRowsOut(ids.size(), row_bytes, outs); !s.ok()) {
+    done(s, StageTimes{});
+    return;
+  }
+  BatchSlot* slot = slots_->Acquire();
+  if (absl::Status s = Enqueue(*slot, ids, out_type, outs); !s.ok()) {
+    // Wait out whatever did get enqueued before handing the slot back.
+    (void)cudaStreamSynchronize(slot->stream.get());
+    slots_->Release(slot);
+    done(s, StageTimes{});
+    return;
+  }
+  slot->done = std::move(done);
+  completer_->Push(slot);
+}
+
+}  // namespace emb::service

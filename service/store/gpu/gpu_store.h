@@ -1,0 +1,88 @@
+// GpuStore: a table resident in GPU memory; each LookUp is one batch through a pool of slots.
+//
+// The store is four parts, each in its own file of this folder: the table's upload at start-up
+// (table_upload.h), the slots that batches in flight own (batch_slots.h), the completion threads
+// that answer them (batch_completer.h), and this file, which enqueues a batch's work. The answer
+// memory the device writes into (pinned_answer_memory.h) belongs to the device's AnswerBufferPool,
+// which the server makes; a batch brings each caller's span with its device address.
+//
+// LookUp takes a free slot (blocking while all are busy: the batcher's back-pressure), copies the
+// ids into the slot's pinned memory and enqueues copy-in, gather and copy-out on the slot's stream
+// (or, for a small batch, gathers that read the ids from mapped pinned memory and write the rows
+// to host memory directly), then hands the slot to the completer. Rows go straight into each
+// caller's span where the device sees it (AnswerSpan::device) and it is large enough to be worth
+// its own copy or launch; the other spans' rows pass through the slot's pinned buffer and are
+// copied on the host. With several slots the copies and gather of one batch overlap the next.
+// Thread-safe: LookUp from any thread.
+#ifndef EMB_SERVICE_STORE_GPU_GPU_STORE_H_
+#define EMB_SERVICE_STORE_GPU_GPU_STORE_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/device_buffer.h"
+#include "kernels/embedding_lookup.h"
+#include "service/store/embedding_store.h"
+#include "service/store/gpu/batch_completer.h"
+#include "service/store/gpu/batch_slots.h"
+#include "service/store/gpu/cuda_check.h"
+#include "service/store/load_plan.h"
+#include "service/store/store_options.h"
+#include "service/tables/table_source.h"
+
+namespace emb::service {
+
+class GpuStore final : public EmbeddingStore {
+ public:
+  // Copies the table onto GPU `device` (UploadTable: options.load_readers threads read chunks of
+  // options.load_chunk_bytes while the copies run) and logs the upload's rates (LoadSummary);
+  // makes options.inflight_batches slots and two completion threads per slot.
+  // RESOURCE_EXHAUSTED (table, bytes needed, bytes free) when it does not fit; INTERNAL with the
+  // CUDA error's name for other CUDA failures, or naming the file and offset of a failed read.
+  static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
+                                                          const StoreOptions& options);
+  // Waits for the batches in flight, then stops the completion threads.
+  ~GpuStore() override = default;
+
+  bool asynchronous() const override { return true; }
+  int max_inflight_batches() const override { return slots_->size(); }
+  // How the table's upload at Create went.
+  const LoadStats& load_stats() const { return load_stats_; }
+
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
+
+ private:
+  GpuStore(const TableSource& source, int device, const StoreOptions& options);
+  // Fills d_table_ from `source` and sets load_stats_; see Create.
+  absl::Status Load(const TableSource& source);
+  // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
+  absl::Status Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, DataType out_type,
+                       RowsOut outs);
+  // Whether the device writes `out` itself: it sees the memory, and it is at least
+  // options_.direct_answer_min_bytes.
+  bool WrittenDirectly(const AnswerSpan& out) const;
+  // Where one run of a batch's answer goes: a caller's span that the device writes directly
+  // (`span` set), or consecutive staged spans, whose rows go to the slot's pinned buffer at
+  // first_byte (`span` nullptr).
+  struct Run {
+    size_t first_id;    // in the batch's ids
+    size_t first_byte;  // in the batch's answer
+    size_t bytes;
+    const AnswerSpan* span;
+  };
+  // Calls f(run) for each run of `outs` in order; records the staged spans in slot.staged.
+  template <typename F>
+  absl::Status ForEachRun(BatchSlot& slot, RowsOut outs, size_t row_bytes, F&& f) const;
+
+  const StoreOptions options_;
+  const CudaCheck check_;
+  kernels::GatherTuning tuning_;
+  kernels::DeviceBuffer<std::byte> d_table_;
+  LoadStats load_stats_;
+  std::unique_ptr<SlotPool> slots_;
+  std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first
+};
+
+}  // namespace emb::service
+
+#endif  // EMB_SERVICE_STORE_GPU_GPU_STORE_H_
