@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/tools/round_trip_probe.h"
+#include "bench/kernels/round_trip_probe.h"
 
-namespace emb::kernels::probe {
+namespace emb::bench::probe {
 namespace {
 
 constexpr int kThreads = 256;
@@ -115,4 +115,4 @@ cudaError_t LaunchProbeGather(const float* d_table, int dim, const int64_t* ids_
   return cudaPeekAtLastError();
 }
 
-}  // namespace emb::kernels::probe
+}  // namespace emb::bench::probe

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/kernels/round_trip_probe.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
-#include "kernels/tools/round_trip_probe.h"
 
 namespace {
 
@@ -108,9 +108,9 @@ int main(int argc, char** argv) {
   }
   unsigned int seq = 0;
   // The persistent gather's mailbox (mapped), its stream, and whether it runs yet.
-  auto h_box = Must(PinnedBuffer<emb::kernels::probe::Mailbox>::Allocate(1, cudaHostAllocMapped));
-  std::memset(static_cast<void*>(h_box.data()), 0, sizeof(emb::kernels::probe::Mailbox));
-  emb::kernels::probe::Mailbox* m_box = nullptr;
+  auto h_box = Must(PinnedBuffer<emb::bench::probe::Mailbox>::Allocate(1, cudaHostAllocMapped));
+  std::memset(static_cast<void*>(h_box.data()), 0, sizeof(emb::bench::probe::Mailbox));
+  emb::bench::probe::Mailbox* m_box = nullptr;
   if (cudaError_t e = cudaHostGetDevicePointer(reinterpret_cast<void**>(&m_box), h_box.data(), 0);
       e != cudaSuccess) {
     Die("cudaHostGetDevicePointer", e);
@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
                                     num_ids, out_ptr, DataType::kFloat32, stream.get()));
   };
   auto probe = [&](bool by_value, bool flag) {
-    if (cudaError_t e = emb::kernels::probe::LaunchProbeGather(
+    if (cudaError_t e = emb::bench::probe::LaunchProbeGather(
             d_table.data(), dim, m_ids, by_value ? ids.data() : nullptr, num_ids,
             reinterpret_cast<float*>(m_out), d_blocks_done.data(), flag ? m_flag : nullptr, ++seq,
             stream.get());
@@ -214,7 +214,7 @@ int main(int argc, char** argv) {
       {"persistent kernel (no launch): mapped ids, mapped answer, mailbox's done flag",
        [&] {
          if (!persistent_running) {
-           if (cudaError_t e = emb::kernels::probe::LaunchPersistentGather(
+           if (cudaError_t e = emb::bench::probe::LaunchPersistentGather(
                    d_table.data(), dim, m_ids, reinterpret_cast<float*>(m_out), m_box,
                    persistent_stream.get());
                e != cudaSuccess) {
@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
       num_ids, dim, rounds, gap_us);
   std::printf("| way | median | p90 | min |\n| --- | ---: | ---: | ---: |\n");
   for (const Way& way : ways) {
-    if (way.ids_by_value && num_ids > emb::kernels::probe::kMaxIdsByValue) {
+    if (way.ids_by_value && num_ids > emb::bench::probe::kMaxIdsByValue) {
       continue;
     }
     int64_t wrong = 0;  // answers that did not hold their rows when the flag was seen
@@ -298,7 +298,7 @@ int main(int argc, char** argv) {
         wrong > 0 ? (" " + std::to_string(wrong) + " answers incomplete at the flag").c_str() : "");
   }
   if (persistent_running) {
-    h_box.data()->request = emb::kernels::probe::kMailboxStop;
+    h_box.data()->request = emb::bench::probe::kMailboxStop;
     if (cudaError_t e = cudaStreamSynchronize(persistent_stream.get()); e != cudaSuccess) {
       Die("persistent kernel", e);
     }

@@ -1,12 +1,12 @@
 // round_trip_benchmark's experimental float32 gather (round_trip_probe.cu). Host header.
-#ifndef EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
-#define EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
+#ifndef EMB_BENCH_KERNELS_ROUND_TRIP_PROBE_H_
+#define EMB_BENCH_KERNELS_ROUND_TRIP_PROBE_H_
 
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
-namespace emb::kernels::probe {
+namespace emb::bench::probe {
 
 inline constexpr int kMaxIdsByValue = 256;
 struct IdsByValue {
@@ -37,6 +37,6 @@ struct Mailbox {
 cudaError_t LaunchPersistentGather(const float* d_table, int dim, const int64_t* ids, float* out,
                                    Mailbox* box, cudaStream_t stream);
 
-}  // namespace emb::kernels::probe
+}  // namespace emb::bench::probe
 
-#endif  // EMB_KERNELS_TOOLS_ROUND_TRIP_PROBE_H_
+#endif  // EMB_BENCH_KERNELS_ROUND_TRIP_PROBE_H_

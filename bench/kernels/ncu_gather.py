@@ -3,7 +3,7 @@ uniform random ids), for Nsight Compute: run it under `ncu --kernel-name regex:G
 
 Usage (on the GPU host, next to gather_benchmark.py; see docs/kernel_benchmark_h200.md):
   ncu --clock-control none --kernel-name regex:Gather --metrics ... \\
-      python3 ncu_gather.py --lib path/to/libemb_gather_capi.so
+      python3 ncu_gather.py --lib build/bench/kernels/libemb_gather_capi.so
 Each call's answer is checked against PyTorch's.
 """
 import argparse

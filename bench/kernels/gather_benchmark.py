@@ -17,9 +17,10 @@ Each case is also timed the way kernel leaderboards time it, with triton.testing
 of linkedin/Liger-Kernel: pass the path of a copy kept outside the repository, never committed;
 without it the Liger column says "skipped" and why).
 
-Needs torch (CUDA), triton for torch.compile and do_bench; no gRPC. Usage:
-  LD_LIBRARY_PATH=DIR python3 gather_benchmark.py --lib DIR/libemb_gather_capi.so --out bench.md \
-      [--liger PATH/embedding.py]
+Needs torch (CUDA), triton for torch.compile and do_bench; no gRPC. Usage (the library is built
+as build/bench/kernels/libemb_gather_capi.so; scripts/gpu-check runs it from a bundle):
+  LD_LIBRARY_PATH=DIR python3 bench/kernels/gather_benchmark.py --lib DIR/libemb_gather_capi.so \
+      --out bench.md [--liger PATH/embedding.py]
 """
 
 import argparse
