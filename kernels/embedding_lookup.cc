@@ -2,7 +2,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda_status.h"
-#include "kernels/gather_dispatch.h"
+#include "kernels/gather/units_launch.h"
+#include "kernels/gather_plan.h"
 
 namespace emb::kernels {
 namespace {
@@ -28,7 +29,7 @@ absl::StatusOr<GatherTuning> TuningOfCurrent(int device) {
                                                   cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
                            "cudaDevAttrMaxSharedMemoryPerBlockOptin");
   t.threads_per_block = kGatherBlockThreads;
-  EMB_CUDA_RETURN_IF_ERROR(GatherBlocksPerSm(&t.blocks_per_sm), "gather occupancy");
+  EMB_CUDA_RETURN_IF_ERROR(gather::GatherBlocksPerSm(&t.blocks_per_sm), "gather occupancy");
   if (t.num_sms < 1 || t.blocks_per_sm < 1) {
     return absl::InternalError(absl::StrCat("device ", device, " reports ", t.num_sms,
                                             " multiprocessors and room for ", t.blocks_per_sm,
@@ -70,16 +71,6 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device) {
   return tuning;
 }
 
-GatherLaunchShape LaunchShapeOf(const GatherTuning& tuning) {
-  GatherLaunchShape shape;
-  shape.num_sms = tuning.num_sms;
-  shape.max_threads_per_sm = tuning.max_threads_per_sm;
-  shape.cc_major = tuning.cc_major;
-  shape.smem_per_block_optin = tuning.smem_per_block_optin;
-  shape.l2_bytes = tuning.l2_cache_bytes;
-  return shape;
-}
-
 absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
                           int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
                           void* d_out, DataType out_type, cudaStream_t stream) {
@@ -107,8 +98,8 @@ absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataT
     return absl::FailedPreconditionError(
         absl::StrCat("gather tuned for device ", tuning.device, " launched on device ", current));
   }
-  EMB_CUDA_RETURN_IF_ERROR(EnqueueGather(LaunchShapeOf(tuning), d_table, table_type, num_rows, dim,
-                                         d_ids, num_ids, d_out, out_type, stream),
+  const GatherProblem problem{d_table, table_type, num_rows, dim, d_ids, num_ids, d_out, out_type};
+  EMB_CUDA_RETURN_IF_ERROR(LaunchGatherPlan(tuning, PlanGather(tuning, problem), problem, stream),
                            "gather launch");
 #if defined(EMB_CUDA_DEBUG_SYNC)
   EMB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gather (EMB_CUDA_DEBUG_SYNC)");

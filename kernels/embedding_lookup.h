@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "kernels/data_type.h"
+#include "kernels/gather_tuning.h"  // GatherTuning
 
 namespace emb::kernels {
 
@@ -22,24 +23,6 @@ namespace emb::kernels {
 // cudaErrorNoDevice or cudaErrorInsufficientDriver) when the runtime cannot
 // count them, e.g. on a machine without a GPU or driver.
 absl::StatusOr<int> DeviceCount();
-
-// Launch parameters derived once from a device's properties; pass to every LaunchGather on it.
-// A launch picks its kernel by a rule on the shape (gather_dispatch.cu, ChoosePath): with equal
-// table and answer types, rows of 16 KB and more and 16-byte pointers on sm_90, a table that the
-// ids use twice or more per row on average goes by table row (each block holds some rows in
-// shared memory and writes them with the copy engine wherever the ids ask); everything else
-// (conversions too) by threads moving 2- to 16-byte units, a block per tile of 256 threads x 2
-// 16-byte units (x 4 narrower ones), up to 64 resident waves of blocks; bigger batches loop.
-struct GatherTuning {
-  int device = 0;
-  int num_sms = 0;               // multiprocessors
-  int max_threads_per_sm = 0;    // resident threads per multiprocessor
-  int64_t l2_cache_bytes = 0;    // L2 size
-  int threads_per_block = 0;     // of the unit gather kernels (256)
-  int blocks_per_sm = 0;         // fewest resident unit-gather blocks per multiprocessor
-  int cc_major = 0;              // compute capability (the copy-engine paths need 9, Hopper)
-  int smem_per_block_optin = 0;  // shared memory bytes a block may opt in to
-};
 
 // Reads `device`'s properties and the gather kernels' occupancy on it. The
 // calling thread's current device is unchanged afterwards. INVALID_ARGUMENT for
@@ -58,8 +41,9 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device);
 // allocation, no synchronization (unless built with EMB_CUDA_DEBUG_SYNC, which
 // adds a cudaStreamSynchronize to surface kernel faults at the call).
 //
-// Rows whose byte length and base pointers allow it move as 16-byte vectors;
-// others as 8, 4 or 2 bytes (any dim works). INVALID_ARGUMENT for a bad dtype,
+// The kernel and its launch are the rule's (PlanGather, gather_plan.h). Rows
+// whose byte length and base pointers allow it move as 16-byte vectors; others
+// as 8, 4 or 2 bytes (any dim works). INVALID_ARGUMENT for a bad dtype,
 // dim < 1, num_rows < 0, num_ids < 0, or null pointers with num_ids > 0;
 // FAILED_PRECONDITION for a tuning not from GetGatherTuning or of another
 // device than the current one; INTERNAL for a CUDA error seen at the launch

@@ -43,8 +43,8 @@ import torch.nn.functional as F
 DTYPES = {"float32": (torch.float32, 1), "float16": (torch.float16, 2), "bfloat16": (torch.bfloat16, 3)}
 
 
-# The kernel variants of emb_gather_ex (see gather_capi.cc): bits 0-1 unroll level, bit 2
-# interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
+# The kernel variants of emb_gather_ex (gather_capi.cc, gather_variant.h): bits 0-1 unroll level,
+# bit 2 interleaved, bit 3 plain stores, bit 4 L2 evict_last table loads, bits 5-6 path (0 units,
 # 1 slice owners, 2 row owners; the owners paths ignore bit 2), bit 7 (with path 0) column passes.
 UNITS, SLICES, OWNERS = 0, 32, 64
 PASSES = 128  # bit 7: units in column passes

@@ -1,13 +1,15 @@
 // A plain C entry point to the CUDA gather, for benchmarks that load it through
-// ctypes (libemb_gather_capi.so). Not used by the service. Thread-safe.
+// ctypes (libemb_gather_capi.so; gather_benchmark.py, ncu_gather.py). Not used by the service.
+// Thread-safe.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 #include <mutex>
 
+#include "bench/kernels/gather_variant.h"
 #include "kernels/data_type.h"
 #include "kernels/embedding_lookup.h"
-#include "kernels/gather_dispatch.h"
+#include "kernels/gather_plan.h"
 
 namespace {
 
@@ -73,12 +75,13 @@ __attribute__((visibility("default"))) int emb_gather(const void* d_table, int t
 }
 
 // emb_gather for launch-shape experiments: a grid cap other than the default (0 keeps it; see
-// GatherLaunchShape::max_blocks in gather_dispatch.h for what -k and > 0 mean on each path), and a
-// kernel variant other than the default (variant < 0 keeps the default, GatherVariant{}: the
-// dispatcher's rule): bits 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block
-// (0), bit 3 plain (1) or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last
-// policy (1), bits 5-6 the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 kAuto (with the other
-// bits as given), bit 7 (with path 0) kColumnPasses. See GatherVariantFromBits.
+// GatherPlan::max_blocks in kernels/gather_plan.h for what -k and > 0 mean on each path), and a
+// kernel variant other than the default (variant < 0 keeps the default, the rule's plan): bits
+// 0-1 the unroll level (0..3), bit 2 interleaved (1) or one span per block (0), bit 3 plain (1)
+// or evict-first (0) answer stores, bit 4 table loads with an L2 evict_last policy (1), bits 5-6
+// the path: 0 kUnits, 1 kSliceOwners, 2 kRowOwners, 3 the rule's (the other bits apply where it
+// takes kUnits), bit 7 (with path 0) kColumnPasses. A forced path that does not fit the gather
+// falls back to kUnits. See GatherVariantFromBits and PlanOfVariant (gather_variant.h).
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, int table_type,
                                                          int64_t rows, int64_t dim,
@@ -101,13 +104,14 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
     return e;
   }
-  emb::kernels::GatherLaunchShape shape = emb::kernels::LaunchShapeOf(tuning);
-  shape.max_blocks = max_blocks;
-  if (variant >= 0 && !emb::kernels::GatherVariantFromBits(variant, &shape.variant)) {
+  emb::bench::GatherVariant chosen;
+  if (variant >= 0 && !emb::bench::GatherVariantFromBits(variant, &chosen)) {
     return cudaErrorInvalidValue;
   }
-  return emb::kernels::EnqueueGather(shape, d_table, in, rows, dim, d_ids, n, d_out, out,
-                                     static_cast<cudaStream_t>(stream));
+  const emb::kernels::GatherProblem problem{d_table, in, rows, dim, d_ids, n, d_out, out};
+  return emb::kernels::LaunchGatherPlan(
+      tuning, emb::bench::PlanOfVariant(tuning, chosen, max_blocks, problem), problem,
+      static_cast<cudaStream_t>(stream));
 }
 
 // The path that emb_gather_ex with these arguments takes, as a GatherPath value (1 kUnits,
@@ -127,12 +131,14 @@ __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, 
   if (CurrentTuning(&tuning) != cudaSuccess) {
     return -1;
   }
-  emb::kernels::GatherLaunchShape shape = emb::kernels::LaunchShapeOf(tuning);
-  if (variant >= 0 && !emb::kernels::GatherVariantFromBits(variant, &shape.variant)) {
+  emb::bench::GatherVariant chosen;
+  if (variant >= 0 && !emb::bench::GatherVariantFromBits(variant, &chosen)) {
     return -1;
   }
-  return static_cast<int>(
-      emb::kernels::ResolveGatherPath(shape, d_table, in, rows, dim, n, d_out, out));
+  // Planning reads the answer's address only (its alignment), never the memory.
+  const emb::kernels::GatherProblem problem{
+      d_table, in, rows, dim, nullptr, n, const_cast<void*>(d_out), out};
+  return static_cast<int>(emb::bench::PlanOfVariant(tuning, chosen, 0, problem).path);
 }
 
 // Writes the current device's gather tuning; returns the cudaError_t as int.

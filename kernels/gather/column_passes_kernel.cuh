@@ -1,5 +1,5 @@
 // GatherColumnPassesKernel: the gather in column passes, for tables larger than L2 whose rows the
-// ids repeat. Private to kernels/; gather_dispatch.cu launches it.
+// ids repeat. Private to kernels/; gather/column_passes_launch.cu launches it.
 #ifndef EMB_KERNELS_GATHER_COLUMN_PASSES_KERNEL_CUH_
 #define EMB_KERNELS_GATHER_COLUMN_PASSES_KERNEL_CUH_
 

@@ -10,9 +10,9 @@
 namespace emb::kernels::gather {
 
 // These move raw bytes, so they serve only gathers whose table and answer types match; the
-// dispatcher checks the rest of their preconditions (row bytes a multiple of 16, both base
+// launchers check the rest of their preconditions (row bytes a multiple of 16, both base
 // pointers 16-byte aligned). Kernels built on them are empty for targets before sm_90
-// (EMB_GATHER_BULK_COPIES unset), where the dispatcher never picks them.
+// (EMB_GATHER_BULK_COPIES unset), where the rule never picks them.
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 #define EMB_GATHER_BULK_COPIES 1

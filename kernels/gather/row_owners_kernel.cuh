@@ -1,5 +1,5 @@
 // GatherRowOwnersKernel: the gather for small tables of long rows that the ids use many times.
-// Private to kernels/; gather_dispatch.cu launches it.
+// Private to kernels/; gather/row_owners_launch.cu launches it.
 #ifndef EMB_KERNELS_GATHER_ROW_OWNERS_KERNEL_CUH_
 #define EMB_KERNELS_GATHER_ROW_OWNERS_KERNEL_CUH_
 

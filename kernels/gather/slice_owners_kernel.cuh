@@ -1,5 +1,5 @@
 // GatherSliceOwnersKernel: the gather for small tables of long rows, by column slices.
-// Private to kernels/; gather_dispatch.cu launches it.
+// Private to kernels/; gather/slice_owners_launch.cu launches it.
 #ifndef EMB_KERNELS_GATHER_SLICE_OWNERS_KERNEL_CUH_
 #define EMB_KERNELS_GATHER_SLICE_OWNERS_KERNEL_CUH_
 

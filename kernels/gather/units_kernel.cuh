@@ -1,6 +1,6 @@
 // GatherUnitsKernel, the gather of every type pair and row length: copies table rows picked by
 // ids into a contiguous answer in 2- to 16-byte units, converting the element type on the way.
-// Private to kernels/; gather_dispatch.cu instantiates and launches it. Device code only: no
+// Private to kernels/; gather/units_launch.cu instantiates and launches it. Device code only: no
 // Abseil, gRPC or protobuf here (STYLE §1).
 #ifndef EMB_KERNELS_GATHER_UNITS_KERNEL_CUH_
 #define EMB_KERNELS_GATHER_UNITS_KERNEL_CUH_

@@ -1,5 +1,5 @@
-// Tests the CUDA gather (kernels/embedding_lookup.h) bit for bit against
-// kernels::CpuGather. Every test that needs a GPU skips, saying why, where CUDA
+// Tests the CUDA gather (kernels/embedding_lookup.h, and the plans of kernels/gather_plan.h) bit
+// for bit against kernels::CpuGather. Every test that needs a GPU skips, saying why, where CUDA
 // finds no device.
 #include <cuda_runtime_api.h>
 
@@ -14,6 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "bench/kernels/gather_variant.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/cuda_status.h"
@@ -21,7 +22,8 @@
 #include "kernels/data_type.h"
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
-#include "kernels/gather_dispatch.h"
+#include "kernels/gather_plan.h"
+#include "kernels/gather_tuning.h"
 #include "tests/kernels/gather_test_util.h"
 
 namespace emb::kernels {
@@ -335,41 +337,46 @@ TEST_F(GatherGpuTest, AFailedAllocationDoesNotFailLaterGathers) {
                       4, TestIds(10, 100, 16), DataType::kFloat32);
 }
 
-// The variant of the benchmark's (and emb_gather_ex's) bits (GatherVariantFromBits).
-GatherVariant VariantOfBits(int bits) {
-  GatherVariant variant;
-  EXPECT_TRUE(GatherVariantFromBits(bits, &variant)) << bits;
+// The variant of the benchmark's (and emb_gather_ex's) bits (bench::GatherVariantFromBits).
+bench::GatherVariant VariantOfBits(int bits) {
+  bench::GatherVariant variant;
+  EXPECT_TRUE(bench::GatherVariantFromBits(bits, &variant)) << bits;
   return variant;
 }
 
-GatherLaunchShape ShapeOf(const GatherTuning& t, int max_blocks, const GatherVariant& variant) {
-  GatherLaunchShape shape = LaunchShapeOf(t);
-  shape.max_blocks = max_blocks;
-  shape.variant = variant;
-  return shape;
+// A plan forced to `path` at `unroll_level`, with the default flags, on the grid cap `max_blocks`.
+GatherPlan ForcedPlan(GatherPath path, int unroll_level, int max_blocks) {
+  GatherPlan plan;
+  plan.path = path;
+  plan.unroll_level = unroll_level;
+  plan.max_blocks = max_blocks;
+  return plan;
 }
 
 TEST(GatherVariantBits, NameEveryVariantAndNothingElse) {
-  GatherVariant v;
-  ASSERT_TRUE(GatherVariantFromBits(64 + 16 + 4 + 2, &v));
-  EXPECT_EQ(v.path, GatherPath::kRowOwners);
-  EXPECT_EQ(v.unroll_level, 2);
-  EXPECT_TRUE(v.interleaved);
-  EXPECT_TRUE(v.streaming_stores);
-  EXPECT_TRUE(v.table_evict_last);
-  ASSERT_TRUE(GatherVariantFromBits(96 + 8, &v));
-  EXPECT_EQ(v.path, GatherPath::kAuto);
-  EXPECT_FALSE(v.streaming_stores);
-  ASSERT_TRUE(GatherVariantFromBits(32 + 8 + 3, &v));
-  EXPECT_EQ(v.path, GatherPath::kSliceOwners);
-  EXPECT_EQ(v.unroll_level, 3);
-  EXPECT_FALSE(v.streaming_stores);
-  EXPECT_FALSE(v.table_evict_last);
-  ASSERT_TRUE(GatherVariantFromBits(128 + 4 + 1, &v));
-  EXPECT_EQ(v.path, GatherPath::kColumnPasses);
-  EXPECT_EQ(v.unroll_level, 1);
+  bench::GatherVariant v;
+  ASSERT_TRUE(bench::GatherVariantFromBits(64 + 16 + 4 + 2, &v));
+  EXPECT_FALSE(v.by_rule);
+  EXPECT_EQ(v.plan.path, GatherPath::kRowOwners);
+  EXPECT_EQ(v.plan.unroll_level, 2);
+  EXPECT_TRUE(v.plan.interleaved);
+  EXPECT_TRUE(v.plan.streaming_stores);
+  EXPECT_TRUE(v.plan.table_evict_last);
+  ASSERT_TRUE(bench::GatherVariantFromBits(96 + 8, &v));
+  EXPECT_TRUE(v.by_rule);
+  EXPECT_FALSE(v.plan.streaming_stores);
+  ASSERT_TRUE(bench::GatherVariantFromBits(32 + 8 + 3, &v));
+  EXPECT_FALSE(v.by_rule);
+  EXPECT_EQ(v.plan.path, GatherPath::kSliceOwners);
+  EXPECT_EQ(v.plan.unroll_level, 3);
+  EXPECT_FALSE(v.plan.streaming_stores);
+  EXPECT_FALSE(v.plan.table_evict_last);
+  ASSERT_TRUE(bench::GatherVariantFromBits(128 + 4 + 1, &v));
+  EXPECT_FALSE(v.by_rule);
+  EXPECT_EQ(v.plan.path, GatherPath::kColumnPasses);
+  EXPECT_EQ(v.plan.unroll_level, 1);
   for (int bad : {-1, 128 + 32, 128 + 64, 256, 1 << 20}) {  // passes with a path; out of range
-    EXPECT_FALSE(GatherVariantFromBits(bad, &v)) << bad;
+    EXPECT_FALSE(bench::GatherVariantFromBits(bad, &v)) << bad;
   }
 }
 
@@ -385,7 +392,7 @@ class GatherGpuVariantTest : public ::testing::TestWithParam<int> {
 
 TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
   const int bits = GetParam();
-  const GatherVariant variant = VariantOfBits(bits);
+  const bench::GatherVariant variant = VariantOfBits(bits);
   struct Case {
     DataType in;
     DataType out;
@@ -396,7 +403,7 @@ TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
                              Case{DataType::kBFloat16, DataType::kFloat32, 128},   // 8 B -> 16 B
                              Case{DataType::kFloat32, DataType::kBFloat16, 4097},  // 1 element
                              Case{DataType::kFloat32, DataType::kFloat16, 3}};
-  if (variant.path != GatherPath::kUnits) {
+  if (variant.by_rule || variant.plan.path != GatherPath::kUnits) {
     cases.push_back(Case{DataType::kFloat32, DataType::kFloat32, 300});     // 1200 B rows
     cases.push_back(Case{DataType::kBFloat16, DataType::kBFloat16, 1000});  // 2000 B rows
     cases.push_back(Case{DataType::kFloat32, DataType::kFloat32, 4096});    // one 16 KB piece
@@ -408,9 +415,11 @@ TEST_P(GatherGpuVariantTest, MatchesCpuGather) {
                                 int64_t num_rows, int64_t dim, const int64_t* d_ids,
                                 int64_t num_ids, void* d_out, DataType out_type,
                                 cudaStream_t stream) {
-      return CudaStatus(EnqueueGather(ShapeOf(t, max_blocks, variant), d_table, table_type,
-                                      num_rows, dim, d_ids, num_ids, d_out, out_type, stream),
-                        "EnqueueGather");
+      const GatherProblem problem{d_table, table_type, num_rows, dim,
+                                  d_ids,   num_ids,    d_out,    out_type};
+      return CudaStatus(LaunchGatherPlan(t, bench::PlanOfVariant(t, variant, max_blocks, problem),
+                                         problem, stream),
+                        "LaunchGatherPlan");
     };
     for (const Case& c : cases) {
       SCOPED_TRACE(absl::StrCat(DataTypeName(c.in), " -> ", DataTypeName(c.out), " dim ", c.dim,
@@ -436,24 +445,23 @@ INSTANTIATE_TEST_SUITE_P(Sweep, GatherGpuVariantTest,
                              32, 33, 34, 35, 40, 41, 48, 49, 50, 51, 56, 57, 58, 59,
                              // kUnits in column passes (raw bytes; the rest fall back)
                              128 + 4 + 16, 128 + 1 + 4 + 8, 128 + 2, 128 + 3 + 4 + 16,
-                             // kAuto
+                             // the rule's
                              96 + 1 + 4 + 16, 96 + 0 + 8));
 
-// A launcher that enqueues the gather on the shape that `shape_of` makes of the device's tuning,
-// after checking that this shape takes `path` for the gather's arguments.
-Launcher LaunchOnPath(std::function<GatherLaunchShape(const GatherTuning&)> shape_of,
-                      GatherPath path) {
-  return [shape_of = std::move(shape_of), path](const GatherTuning& t, const void* d_table,
-                                                DataType table_type, int64_t num_rows, int64_t dim,
-                                                const int64_t* d_ids, int64_t num_ids, void* d_out,
-                                                DataType out_type, cudaStream_t stream) {
-    const GatherLaunchShape shape = shape_of(t);
-    EXPECT_EQ(
-        ResolveGatherPath(shape, d_table, table_type, num_rows, dim, num_ids, d_out, out_type),
-        path);
-    return CudaStatus(EnqueueGather(shape, d_table, table_type, num_rows, dim, d_ids, num_ids,
-                                    d_out, out_type, stream),
-                      "EnqueueGather");
+// A launcher that enqueues the gather with `plan` on the tuning that `tuning_of` makes of the
+// device's, after checking that the plan's path fits the gather's arguments (so that the forced
+// path is the one tested).
+Launcher LaunchOnPath(std::function<GatherTuning(const GatherTuning&)> tuning_of,
+                      const GatherPlan& plan) {
+  return [tuning_of = std::move(tuning_of), plan](
+             const GatherTuning& t, const void* d_table, DataType table_type, int64_t num_rows,
+             int64_t dim, const int64_t* d_ids, int64_t num_ids, void* d_out, DataType out_type,
+             cudaStream_t stream) {
+    const GatherTuning tuning = tuning_of(t);
+    const GatherProblem problem{d_table, table_type, num_rows, dim,
+                                d_ids,   num_ids,    d_out,    out_type};
+    EXPECT_TRUE(GatherPathFits(tuning, plan.path, problem)) << static_cast<int>(plan.path);
+    return CudaStatus(LaunchGatherPlan(tuning, plan, problem, stream), "LaunchGatherPlan");
   };
 }
 
@@ -467,12 +475,8 @@ TEST_F(GatherGpuTest, SliceOwnersReadRowsPastSharedMemoryFromTheTable) {
       RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 50);
   for (const int level : {0, 1, 2, 3}) {
     for (const int max_blocks : {-1, 3}) {
-      GatherVariant variant;
-      variant.path = GatherPath::kSliceOwners;
-      variant.unroll_level = level;
-      const Launcher launch =
-          LaunchOnPath([=](const GatherTuning& t) { return ShapeOf(t, max_blocks, variant); },
-                       GatherPath::kSliceOwners);
+      const Launcher launch = LaunchOnPath([](const GatherTuning& t) { return t; },
+                                           ForcedPlan(GatherPath::kSliceOwners, level, max_blocks));
       SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks));
       ExpectGpuMatchesCpu(table, DataType::kFloat32, rows, dim, TestIds(rows, 1000, 51 + level),
                           DataType::kFloat32, 0, 0, launch);
@@ -480,7 +484,7 @@ TEST_F(GatherGpuTest, SliceOwnersReadRowsPastSharedMemoryFromTheTable) {
   }
 }
 
-// Column passes on a device shape that claims a 64 KB L2, so that 100 rows of 1 KB take 4 passes
+// Column passes on a device tuning that claims a 64 KB L2, so that 100 rows of 1 KB take 4 passes
 // of 256 bytes (the largest divisor of the row's 64 units whose chunk of every row fits 32 KB).
 // Ids that all name one row, ids in descending order, and random ids; 3000 ids, so the last tile
 // is partial. Every unroll level, on the default grid and on 3 blocks.
@@ -497,16 +501,13 @@ TEST_F(GatherGpuTest, ColumnPassesPutEveryChunkInPlace) {
                                                      TestIds(rows, 3000, 71)};
   for (const int level : {0, 1, 2, 3}) {
     for (const int max_blocks : {0, 3}) {
-      GatherVariant variant;
-      variant.unroll_level = level;
-      variant.path = GatherPath::kColumnPasses;
       const Launcher launch = LaunchOnPath(
-          [=](const GatherTuning& t) {
-            GatherLaunchShape shape = ShapeOf(t, max_blocks, variant);
-            shape.l2_bytes = 64 << 10;
-            return shape;
+          [](const GatherTuning& t) {
+            GatherTuning small_l2 = t;
+            small_l2.l2_cache_bytes = 64 << 10;
+            return small_l2;
           },
-          GatherPath::kColumnPasses);
+          ForcedPlan(GatherPath::kColumnPasses, level, max_blocks));
       for (size_t set = 0; set < id_sets.size(); ++set) {
         SCOPED_TRACE(absl::StrCat("level ", level, ", max_blocks ", max_blocks, ", id set ", set));
         ExpectGpuMatchesCpu(table, DataType::kFloat32, rows, dim, id_sets[set], DataType::kFloat32,
@@ -524,43 +525,60 @@ TEST_F(GatherGpuTest, SmallTableManyIdsGoesByColumnSlice) {
   const int64_t rows = 64;
   const int64_t dim = 4096;
   const std::vector<int64_t> ids = TestIds(rows, 2000, 40);
-  const GatherLaunchShape shape = ShapeOf(*tuning, 0, GatherVariant{});
-  const void* aligned = reinterpret_cast<const void*>(uintptr_t{1} << 20);
-  EXPECT_EQ(ResolveGatherPath(shape, aligned, DataType::kFloat32, rows, dim,
-                              static_cast<int64_t>(ids.size()), aligned, DataType::kFloat32),
-            GatherPath::kSliceOwners);
+  void* aligned = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  const GatherProblem problem{
+      aligned, DataType::kFloat32, rows, dim, nullptr, static_cast<int64_t>(ids.size()),
+      aligned, DataType::kFloat32};
+  EXPECT_EQ(PlanGather(*tuning, problem).path, GatherPath::kSliceOwners);
   ExpectGpuMatchesCpu(RandomTable(DataType::kFloat32, static_cast<size_t>(rows * dim), 41),
                       DataType::kFloat32, rows, dim, ids, DataType::kFloat32);
 }
 
-TEST_F(GatherGpuTest, RejectsABadVariant) {
+// LaunchGatherPlan refuses a plan with no valid unroll level or path, and a path that does not
+// fit the gather (nothing is launched: the pointers below are not memory).
+TEST_F(GatherGpuTest, RejectsABadPlan) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
-  GatherLaunchShape shape = ShapeOf(*tuning, 0, GatherVariant{});
-  shape.variant.unroll_level = kGatherUnrollLevels;
-  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, 4, nullptr, 1, nullptr,
-                          DataType::kFloat32, nullptr),
-            cudaErrorInvalidValue);
-  shape.variant = GatherVariant{};
-  shape.variant.path = static_cast<GatherPath>(7);
-  EXPECT_EQ(EnqueueGather(shape, nullptr, DataType::kFloat32, 4, 4, nullptr, 1, nullptr,
-                          DataType::kFloat32, nullptr),
-            cudaErrorInvalidValue);
+  const GatherProblem problem{nullptr, DataType::kFloat32, 4, 4, nullptr, 1,
+                              nullptr, DataType::kFloat32};
+  GatherPlan plan;
+  plan.unroll_level = kGatherUnrollLevels;
+  EXPECT_EQ(LaunchGatherPlan(*tuning, plan, problem, nullptr), cudaErrorInvalidValue);
+  plan = GatherPlan{};
+  plan.path = static_cast<GatherPath>(7);
+  EXPECT_EQ(LaunchGatherPlan(*tuning, plan, problem, nullptr), cudaErrorInvalidValue);
+  void* aligned = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  const GatherProblem conversion{
+      aligned, DataType::kFloat32, 64, 4096, reinterpret_cast<const int64_t*>(aligned), 2000,
+      aligned, DataType::kFloat16};
+  for (const GatherPath path :
+       {GatherPath::kRowOwners, GatherPath::kSliceOwners, GatherPath::kColumnPasses}) {
+    SCOPED_TRACE(static_cast<int>(path));
+    EXPECT_FALSE(GatherPathFits(*tuning, path, conversion));
+    EXPECT_EQ(LaunchGatherPlan(*tuning, ForcedPlan(path, 1, 0), conversion, nullptr),
+              cudaErrorInvalidValue);
+  }
 }
 
-// The rule of kAuto (gather_dispatch.cu, ChoosePath) on an sm_90 device's shape; needs no GPU.
+// The rule (PlanGather, gather_rule.cc) on an sm_90 device's tuning; needs no GPU.
+GatherTuning H200Tuning() {
+  GatherTuning tuning;
+  tuning.num_sms = 132;
+  tuning.max_threads_per_sm = 2048;
+  tuning.cc_major = 9;
+  tuning.smem_per_block_optin = 227 << 10;
+  tuning.l2_cache_bytes = int64_t{60} << 20;
+  return tuning;
+}
+
 TEST(GatherPathRule, PicksByShape) {
-  GatherLaunchShape shape;
-  shape.num_sms = 132;
-  shape.max_threads_per_sm = 2048;
-  shape.cc_major = 9;
-  shape.smem_per_block_optin = 227 << 10;
-  shape.l2_bytes = int64_t{60} << 20;
-  const void* p = reinterpret_cast<const void*>(uintptr_t{1} << 20);
+  GatherTuning tuning = H200Tuning();
+  void* p = reinterpret_cast<void*>(uintptr_t{1} << 20);
   const void* odd = reinterpret_cast<const void*>((uintptr_t{1} << 20) + 8);
   const auto path = [&](DataType in, int64_t rows, int64_t dim, int64_t ids, DataType out,
                         const void* table = nullptr) {
-    return ResolveGatherPath(shape, table != nullptr ? table : p, in, rows, dim, ids, p, out);
+    const GatherProblem problem{table != nullptr ? table : p, in, rows, dim, nullptr, ids, p, out};
+    return PlanGather(tuning, problem).path;
   };
   constexpr DataType kF32 = DataType::kFloat32;
   constexpr DataType kF16 = DataType::kFloat16;
@@ -583,12 +601,40 @@ TEST(GatherPathRule, PicksByShape) {
   EXPECT_EQ(path(kF32, 1024, 4097, 16384, kF32), GatherPath::kUnits);       // odd row bytes
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32, odd), GatherPath::kUnits);  // misaligned
   EXPECT_EQ(path(kF32, 1024, 65536, 16384, kF32), GatherPath::kUnits);      // 256 KB rows: too long
-  shape.cc_major = 8;  // no copy engine: row owners give way; the other paths need none
+  tuning.cc_major = 8;  // no copy engine: row owners give way; the other paths need none
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kSliceOwners);
   EXPECT_EQ(path(kF32, 3000, 4096, 16384, kF32), GatherPath::kUnits);
   EXPECT_EQ(path(kF32, 8192, 4096, 16384, kF32), GatherPath::kColumnPasses);
-  shape.cc_major = 7;  // no cp.async
+  tuning.cc_major = 7;  // no cp.async
   EXPECT_EQ(path(kF32, 1024, 4096, 16384, kF32), GatherPath::kUnits);
+}
+
+// Each path's launch in the rule's plans: row owners at unroll level 0 (a quarter of the
+// bytes-read optimum), slice owners at 2, column passes and units at 1; every path with
+// evict-first stores, evict_last table loads and the default grid.
+TEST(GatherPathRule, PlansEachPathsLaunch) {
+  const GatherTuning tuning = H200Tuning();
+  void* p = reinterpret_cast<void*>(uintptr_t{1} << 20);
+  struct Want {
+    int64_t rows;
+    GatherPath path;
+    int unroll_level;
+  };
+  for (const Want& want :
+       {Want{1024, GatherPath::kSliceOwners, 2}, Want{3000, GatherPath::kRowOwners, 0},
+        Want{8192, GatherPath::kColumnPasses, 1}, Want{131072, GatherPath::kUnits, 1}}) {
+    SCOPED_TRACE(absl::StrCat(want.rows, " rows"));
+    const GatherProblem problem{p, DataType::kFloat32, want.rows, 4096, nullptr, 16384,
+                                p, DataType::kFloat32};
+    const GatherPlan plan = PlanGather(tuning, problem);
+    EXPECT_EQ(plan.path, want.path);
+    EXPECT_EQ(plan.unroll_level, want.unroll_level);
+    EXPECT_TRUE(plan.interleaved);
+    EXPECT_TRUE(plan.streaming_stores);
+    EXPECT_TRUE(plan.table_evict_last);
+    EXPECT_EQ(plan.max_blocks, 0);
+    EXPECT_TRUE(GatherPathFits(tuning, plan.path, problem));
+  }
 }
 
 // These need no GPU.
