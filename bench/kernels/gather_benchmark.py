@@ -225,6 +225,10 @@ def main():
     ap.add_argument("--liger", default="",
                     help="path of a copy of Liger-Kernel's ops/experimental/embedding.py")
     ap.add_argument("--no-do-bench", action="store_true", help="skip the triton do_bench timings")
+    ap.add_argument("--baseline-lib", default="",
+                    help="a second libemb_gather_capi.so (another build, e.g. before a change): its "
+                         "default gather is checked against eager and timed beside ours, in the "
+                         "same process and harness (column 'baseline')")
     ap.add_argument("--do-bench-rounds", type=int, default=1,
                     help="do_bench rounds per case, the kernels taking turns; the median is kept")
     args = ap.parse_args()
@@ -232,6 +236,7 @@ def main():
 
     t_start = time.time()
     lib = load_lib(args.lib)
+    args.baseline = load_lib(args.baseline_lib) if args.baseline_lib else None
     dev = torch.cuda.current_device()
     props = torch.cuda.get_device_properties(dev)
     l2_bytes = getattr(props, "L2_cache_size", 50 << 20)
@@ -281,6 +286,8 @@ def main():
             torch.cuda.empty_cache()
 
     print(render_markdown(meta, results, t_start))
+    if args.baseline is not None:
+        print(render_baseline(results))
     write_outputs(args.out, meta, results, t_start)
 
 
@@ -310,15 +317,31 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
         return lib.emb_gather_path(ctypes.c_void_p(weight.data_ptr()), tcode, vocab, dim, n,
                                    ctypes.c_void_p(outs[0].data_ptr()), tcode, variant)
 
-    # Correctness first: ours must equal eager bit for bit.
-    ours(0)
+    def baseline(i):
+        rc = args.baseline.emb_gather_ex(ctypes.c_void_p(weight.data_ptr()), tcode, vocab, dim,
+                                         ctypes.c_void_p(id_sets[i].data_ptr()), n,
+                                         ctypes.c_void_p(outs[i].data_ptr()), tcode, 0, -1, stream)
+        if rc != 0:
+            raise RuntimeError(f"baseline emb_gather: cudaError {rc}")
+
+    # Correctness first: ours (and the baseline) must equal eager bit for bit.
     ref = F.embedding(id_sets[0], weight)
+    baseline_exact = None
+    if args.baseline is not None:
+        outs[0].fill_(float("nan"))
+        baseline(0)
+        baseline_exact = bool(torch.equal(outs[0], ref))
+    outs[0].fill_(float("nan"))
+    ours(0)
     exact = bool(torch.equal(outs[0], ref))
 
     row = {"case": name, "dtype": dt, "vocab": vocab, "batch": batch, "seq": seq, "dim": dim,
            "ids": n, "distinct_rows": distinct, "floor_bytes": floor_bytes, "floor_us": floor_us,
            "exact": exact, "path": PATH_NAMES.get(path_of(-1), "?")}
     row["ours_us"] = timer.time_us(ours, args.id_sets)
+    if args.baseline is not None:
+        row["baseline_exact"] = baseline_exact
+        row["baseline_us"] = timer.time_us(baseline, args.id_sets)
     # The variant sweep: every variant on one resident wave (a persistent grid), interleaved ones
     # also without a grid cap (one tile per block: the default's shape). Each is checked against
     # eager once.
@@ -367,6 +390,8 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
     # The leaderboards' harness: do_bench for ours and each peer, side by side.
     if not args.no_do_bench:
         fns = {"ours": ours, "eager": lambda i: F.embedding(id_sets[i], weight)}
+        if args.baseline is not None:
+            fns["baseline"] = baseline
         if row["compile_us"]:
             fns["compile"] = lambda i: fn(id_sets[i], weight)
         if args.liger_fn is not None:
@@ -402,6 +427,32 @@ def run_case(case, args, lib, timer, copy_bw, stream, gen, results, meta, t_star
     write_outputs(args.out, meta, results, t_start)
     del weight, id_sets, outs, ref
     torch.cuda.empty_cache()
+
+
+def render_baseline(results):
+    """Ours against --baseline-lib's default gather, case by case (both harnesses)."""
+    lines = ["", "Ours against the baseline library (same process; ratio < 1: ours faster)", "",
+             "| case | path | ours us | baseline us | ratio | do_bench ours | do_bench baseline | ratio | exact |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    ratios, db_ratios = [], []
+    for r in results:
+        if "baseline_us" not in r:
+            continue
+        ratio = r["ours_us"] / r["baseline_us"]
+        ratios.append(ratio)
+        db = r.get("do_bench_us", {})
+        if "ours" in db and "baseline" in db:
+            db_ratio = db["ours"] / db["baseline"]
+            db_ratios.append(db_ratio)
+            db_cells = f"{db['ours']:.1f} | {db['baseline']:.1f} | {db_ratio:.3f}"
+        else:
+            db_cells = "n/a | n/a | n/a"
+        lines.append(f"| {r['case']} | {r['path']} | {r['ours_us']:.1f} | {r['baseline_us']:.1f} | "
+                     f"{ratio:.3f} | {db_cells} | {r['exact'] and r['baseline_exact']} |")
+    if ratios:
+        lines.append(f"| geomean | | | | {geomean(ratios):.3f} | | | "
+                     f"{geomean(db_ratios) if db_ratios else float('nan'):.3f} | |")
+    return "\n".join(lines)
 
 
 def render_markdown(meta, results, t_start):
@@ -475,7 +526,7 @@ def render_do_bench(meta, results):
     ratios, floors, wins = [], [], 0
     for r in rows:
         db = r["do_bench_us"]
-        peers = {k: v for k, v in db.items() if k != "ours"}
+        peers = {k: v for k, v in db.items() if k not in ("ours", "baseline")}
         best = min(peers, key=peers.get)
         ratio = db["ours"] / peers[best]
         ratios.append(ratio)
@@ -498,7 +549,7 @@ def rounds_won(row):
     if not rounds:
         return "n/a"
     ours = rounds["ours"]
-    peers = [ts for name, ts in rounds.items() if name != "ours"]
+    peers = [ts for name, ts in rounds.items() if name not in ("ours", "baseline")]
     won = sum(all(ours[k] < ts[k] for ts in peers) for k in range(len(ours)))
     return f"{won} of {len(ours)}"
 

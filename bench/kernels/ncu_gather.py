@@ -1,7 +1,7 @@
 """One call of each gather kernel under study on 16 KB-row shapes (float32, dim 4096, 16384
 uniform random ids), for Nsight Compute: run it under `ncu --kernel-name regex:Gather`.
 
-Usage (on the GPU host, next to gather_benchmark.py; see docs/kernel_benchmark_h200.md):
+Usage (on the GPU host, next to gather_benchmark.py; see docs/benchmarks.md, section 1):
   ncu --clock-control none --kernel-name regex:Gather --metrics ... \\
       python3 ncu_gather.py --lib build/bench/kernels/libemb_gather_capi.so
 Each call's answer is checked against PyTorch's.

@@ -141,7 +141,7 @@ std::string WithPort(const std::string& address, int port) {
 int Main(int argc, char** argv) {
   ParseFlags(argc, argv,
              "embedding-reference-server [flags]: EmbeddingService without a table, for benchmarks",
-             "service/reference/reference_server_main.cc");
+             "bench/reference/reference_server_main.cc");
   ReferenceConfig config;
   config.table_name = absl::GetFlag(FLAGS_table_name);
   config.rows = absl::GetFlag(FLAGS_rows);

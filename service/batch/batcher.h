@@ -47,7 +47,8 @@ struct BatcherOptions {
   // submitting thread (asynchronous stores, max_queue_delay 0); at most the store's
   // max_inflight_batches(), so that such a start never waits for the store. 1: only when the
   // batcher is idle. (On the H200 host, 4 against 1 took 256 x 768 at 16 concurrent calls from
-  // 0.74 to 0.84 of the gRPC-only reference: docs/benchmarks.md, run 32.)
+  // 0.74 to 0.84 of the gRPC-only reference: docs/decisions.md, "Inline batches only when the
+  // batcher is idle".)
   int inline_batches = 4;
   // Threads that finish the calls after a batch's first (0: the batch's own thread finishes all).
   int answer_threads = 0;

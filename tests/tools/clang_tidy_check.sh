@@ -9,7 +9,7 @@ if ! command -v run-clang-tidy >/dev/null; then
   exit 1
 fi
 cd "$root"
-mapfile -t files < <(git ls-files 'kernels/*.cc' 'service/*.cc' 'client/*.cc' | grep -v '^kernels/tools/')
+mapfile -t files < <(git ls-files 'kernels/*.cc' 'service/*.cc' 'client/*.cc' 'bench/*.cc')
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 if run-clang-tidy -p "$build" -quiet -j "$(nproc)" "${files[@]/#/$root/}" >"$out" 2>&1; then

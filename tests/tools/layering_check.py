@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Fails on an #include that runs against the layering in docs/architecture.md.
 
-Every C++/CUDA source under kernels/, proto/convert/, client/ and service/ belongs to a layer
-(the longest matching entry of LAYERS). An include is checked when it names a part of this
-project (kernels/, service/..., client/, proto/convert/, the generated embedding/ and grpc/health/
-API) or a library that only some layers may use (gRPC, protobuf, Prometheus, CUDA, OpenSSL); any
-other include (the C++ and POSIX headers, Abseil) is free. The build enforces the project part
+Every C++/CUDA source under kernels/, proto/convert/, client/, service/ and bench/ belongs to a
+layer (the longest matching entry of LAYERS). An include is checked when it names a part of this
+project (kernels/, service/..., client/, proto/convert/, bench/, the generated embedding/ and
+grpc/health/ API) or a library that only some layers may use (gRPC, protobuf, Prometheus, CUDA,
+OpenSSL); any other include (the C++ and POSIX headers, Abseil) is free. bench/ may include
+anything but the tests; nothing else may include bench/. The build enforces the project part
 too (cmake/emb_helpers.cmake, emb_expose); this check also covers the libraries, and names the
 file, the line and the rule.
 
@@ -34,6 +35,7 @@ FAMILIES = {
     "service/rpc/": "rpc",
     "service/server/": "server",
     "service/": "service_other",
+    "bench/": "bench",
     "tests/": "tests",
     "grpcpp/": "grpc",
     "grpc/": "grpc",
@@ -63,7 +65,8 @@ LAYERS = {
     "service/server/": {"common", "data_type", "tables", "store", "metrics", "batch",
                         "validation", "rpc", "server", "prometheus", "openssl"} | GRPC,
     "service/main.cc": {"common", "server"},
-    "service/reference/": {"common", "data_type", "proto_convert", "validation"} | GRPC,
+    # What measures rather than serves: benchmarks, probes, the reference server.
+    "bench/": set(FAMILIES.values()) - {"tests"},
 }
 
 SOURCE_SUFFIXES = {".h", ".cc", ".cu", ".cuh"}
@@ -95,13 +98,11 @@ def verdict(source, include):
 def check_tree(root):
     root = pathlib.Path(root)
     problems = []
-    for top in ("kernels", "proto", "client", "service"):
+    for top in ("kernels", "proto", "client", "service", "bench"):
         for path in sorted((root / top).rglob("*")):
             if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
                 continue
             source = path.relative_to(root).as_posix()
-            if source.startswith("kernels/tools/"):
-                continue  # benchmarks and probes, not part of a library
             for number, line in enumerate(path.read_text().splitlines(), start=1):
                 match = INCLUDE.match(line)
                 if match:

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The layering is enforced twice, and this shows that both catch a wrong-way include:
 #  1. layering_check.py fails on a copy of the sources with a bad include added (kernels/ ->
-#     service/, kernels/ -> gRPC, batch/ -> rpc/), naming the file, line and rule;
+#     service/, kernels/ -> gRPC, batch/ -> rpc/, anything -> bench/), naming the file, line and
+#     rule;
 #  2. the build: compiled with a library's include directories (build/layers/, emb_expose), a
 #     header of a layer above is not found.
 #   layering_check_test.sh SOURCE_ROOT BUILD_DIR
@@ -17,11 +18,14 @@ cases=("kernels/cpu_gather.cc|service/store/embedding_store.h|kernels/ may not i
        "kernels/cpu_gather.cc|grpcpp/grpcpp.h|kernels/ may not include grpc"
        "service/batch/batcher.cc|service/rpc/embedding_service.h|service/batch/ may not include rpc"
        "service/metrics/metrics.h|grpcpp/support/server_interceptor.h|may not include grpc"
-       "client/embedding_client.cc|service/rpc/grpc_status.h|client/ may not include validation")
+       "client/embedding_client.cc|service/rpc/grpc_status.h|client/ may not include validation"
+       "service/store/store_factory.cc|bench/kernels/gather_variant.h|service/store/ may not include bench"
+       "kernels/embedding_lookup.cc|bench/kernels/gather_variant.h|kernels/ may not include bench"
+       "bench/reference/reference_server_main.cc|tests/testing/status_matchers.h|bench/ may not include tests")
 for c in "${cases[@]}"; do
   IFS='|' read -r file include rule <<<"$c"
   rm -rf "$tmp/src" && mkdir "$tmp/src"
-  cp -r "$root/kernels" "$root/client" "$root/service" "$root/proto" "$tmp/src/"
+  cp -r "$root/kernels" "$root/client" "$root/service" "$root/proto" "$root/bench" "$tmp/src/"
   echo "#include \"$include\"" >>"$tmp/src/$file"
   if out=$(python3 "$check" "$tmp/src"); then
     echo "FAIL: layering_check.py accepted $file including $include" >&2

@@ -5,7 +5,8 @@
 // A completion thread that has just answered polls briefly for the next batch instead of
 // sleeping, since waking a thread costs more than a small batch's whole gather; it does so only
 // while batches come sparsely (options.completion_poll_min_gap), since under a steady stream the
-// spinning core costs more than the wake-ups (figures: docs/benchmarks.md). One thread polls at a
+// spinning core costs more than the wake-ups (figures: docs/decisions.md, "Completion polling
+// after every batch" and "Sleeping completion threads"). One thread polls at a
 // time.
 //
 // Ownership: Push() hands a slot (holding an enqueued batch and its `done`) to the completer; the
