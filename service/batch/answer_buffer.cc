@@ -123,8 +123,7 @@ void AnswerBufferPool::Shared::Return(AnswerBuffer::Block* block) {
   delete block;  // may drop the last reference to this state: nothing of it is used after
 }
 
-AnswerBufferPool::AnswerBufferPool(size_t max_bytes,
-                                   std::shared_ptr<const HostAllocator> allocator)
+AnswerBufferPool::AnswerBufferPool(size_t max_bytes, std::shared_ptr<const HostAllocator> allocator)
     : shared_(std::make_shared<Shared>(max_bytes, std::move(allocator))) {}
 
 AnswerBufferPool::~AnswerBufferPool() {

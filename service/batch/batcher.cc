@@ -173,9 +173,9 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     Request& r = e.request;
     if (now > r.deadline) {
       metrics_.dropped_deadline->Increment();
-      r.done(absl::DeadlineExceededError(
-          absl::StrCat("deadline passed after ", absl::FormatDuration(now - e.enqueued),
-                       " in the queue of table '", store_->info().name, "', before its batch ran")));
+      r.done(absl::DeadlineExceededError(absl::StrCat(
+          "deadline passed after ", absl::FormatDuration(now - e.enqueued),
+          " in the queue of table '", store_->info().name, "', before its batch ran")));
       continue;
     }
     if (r.is_cancelled && r.is_cancelled()) {

@@ -197,9 +197,7 @@ Metrics::MethodMetrics& Metrics::ForMethod(absl::string_view full_method, absl::
   return *slot;
 }
 
-void Metrics::CallStarted(MethodMetrics& m) {
-  m.started->Increment();
-}
+void Metrics::CallStarted(MethodMetrics& m) { m.started->Increment(); }
 
 void Metrics::RecordHandled(MethodMetrics& m, int code, double seconds) {
   if (code < 0 || code >= kNumCodes) {

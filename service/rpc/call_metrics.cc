@@ -62,7 +62,8 @@ class CallMetricsFactory final : public grpc::experimental::ServerInterceptorFac
   grpc::experimental::Interceptor* CreateServerInterceptor(ServerRpcInfo* info) override {
     const char* method = info->method();
     return new CallMetricsInterceptor(
-        metrics_, active_calls_, &metrics_->ForMethod(method != nullptr ? method : "", TypeName(info->type())));
+        metrics_, active_calls_,
+        &metrics_->ForMethod(method != nullptr ? method : "", TypeName(info->type())));
   }
 
  private:

@@ -101,8 +101,8 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
   const EmbeddingStore& store = *table.store;
   absl::string_view reason;
   absl::StatusOr<DataType> type = ValidateLookUpRequest(
-      request, RequestTable{store.info().name, store.info().rows, store.info().dim,
-                            store.info().dtype},
+      request,
+      RequestTable{store.info().name, store.info().rows, store.info().dim, store.info().dtype},
       limits_.max_request_ids, limits_.max_response_bytes, &reason);
   if (!type.ok()) {
     metrics_->RejectIds(store.info().name, reason, request.ids_size());

@@ -196,8 +196,9 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
         source->bytes(), seconds,
         seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, table.device,
         source->origin()));
-    TableMetrics tm = metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device,
-                                         table.rows, table.dim, static_cast<int64_t>(table.bytes()));
+    TableMetrics tm =
+        metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device, table.rows,
+                           table.dim, static_cast<int64_t>(table.bytes()));
     ServedTable served;
     served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
     served.store = std::move(store);

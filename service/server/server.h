@@ -15,9 +15,9 @@
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
+#include "service/batch/answer_buffer.h"
 #include "service/batch/batcher.h"
 #include "service/metrics/metrics.h"
-#include "service/batch/answer_buffer.h"
 #include "service/rpc/active_calls.h"
 #include "service/rpc/embedding_service.h"
 #include "service/rpc/health_service.h"
@@ -81,7 +81,7 @@ class EmbeddingServer {
 
   // First, so that it goes last: the batchers take answers from it, and gRPC recycles them.
   std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' device
-  ActiveCalls active_calls_;                        // outlives server_: its calls count here
+  ActiveCalls active_calls_;                       // outlives server_: its calls count here
   std::unique_ptr<Metrics> metrics_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first

@@ -15,9 +15,8 @@ absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& so
 
 CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows,
                    const StoreOptions& options)
-    : EmbeddingStore(
-          TableInfo{source.name(), source.rows(), source.dim(), source.dtype(), "cpu"},
-          options.max_batch_ids),
+    : EmbeddingStore(TableInfo{source.name(), source.rows(), source.dim(), source.dtype(), "cpu"},
+                     options.max_batch_ids),
       clock_(options.clock),
       data_(std::move(rows)) {}
 

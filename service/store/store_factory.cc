@@ -15,8 +15,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> CreateStore(const TableSource& s
                                                             const Device& device,
                                                             const StoreOptions& options) {
   if (!device.cuda) {
-    ASSIGN_OR_RETURN(std::unique_ptr<CpuStore> store,
-                     CpuStore::Create(source, options));
+    ASSIGN_OR_RETURN(std::unique_ptr<CpuStore> store, CpuStore::Create(source, options));
     return std::unique_ptr<EmbeddingStore>(std::move(store));
   }
 #if EMB_HAVE_CUDA

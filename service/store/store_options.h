@@ -31,10 +31,10 @@ struct StoreOptions {
   // copy engines.
   size_t zero_copy_max_bytes = 1 << 20;
   // GPU: a caller's rows that take at least this many bytes, in memory the device sees
-  // (AnswerSpan::device: the device's pinned answer memory), are written into its answer by the device itself (a copy or a launch of
-  // their own); smaller ones, and answers in other memory, share one through the slot's pinned
-  // buffer, then are copied on the host (a copy or launch costs 2 to 4 us of a CPU, as much as a
-  // host copy of about 32 KiB).
+  // (AnswerSpan::device: the device's pinned answer memory), are written into its answer by the
+  // device itself (a copy or a launch of their own); smaller ones, and answers in other memory,
+  // share one through the slot's pinned buffer, then are copied on the host (a copy or launch costs
+  // 2 to 4 us of a CPU, as much as a host copy of about 32 KiB).
   size_t direct_answer_min_bytes = 64 << 10;
   // GPU: threads that read the table file into pinned staging buffers at start-up, each with two
   // buffers of load_chunk_bytes, while the copies to the device run; 0 picks min(8, hardware

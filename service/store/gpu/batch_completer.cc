@@ -7,8 +7,8 @@
 
 namespace emb::service {
 
-BatchCompleter::BatchCompleter(SlotPool* slots, const CudaCheck& check,
-                               const StoreOptions& options, int threads)
+BatchCompleter::BatchCompleter(SlotPool* slots, const CudaCheck& check, const StoreOptions& options,
+                               int threads)
     : slots_(slots),
       check_(check),
       clock_(options.clock),

@@ -35,8 +35,7 @@ class BatchCompleter {
  public:
   // Starts `threads` completion threads on check.device(). `slots` must outlive the completer;
   // options.completion_poll, completion_poll_min_gap and clock are read.
-  BatchCompleter(SlotPool* slots, const CudaCheck& check, const StoreOptions& options,
-                 int threads);
+  BatchCompleter(SlotPool* slots, const CudaCheck& check, const StoreOptions& options, int threads);
   // Waits for the batches pushed so far to be answered, then stops the threads.
   ~BatchCompleter();
   BatchCompleter(const BatchCompleter&) = delete;
@@ -63,7 +62,7 @@ class BatchCompleter {
 
   absl::Mutex mu_;
   std::deque<BatchSlot*> in_flight_ ABSL_GUARDED_BY(mu_);  // in enqueue order
-  std::atomic<size_t> in_flight_size_{0};                   // in_flight_.size(), read without mu_
+  std::atomic<size_t> in_flight_size_{0};                  // in_flight_.size(), read without mu_
   // A thread is polling for the next batch; sleepers leave new batches to it.
   bool polling_ ABSL_GUARDED_BY(mu_) = false;
   // When the last batch started, and the moving mean of the time between batch starts (from a

@@ -50,8 +50,8 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   RETURN_IF_ERROR(store->Load(source));
   const size_t max_out_bytes =
       static_cast<size_t>(options.max_batch_ids) * source.dim() * sizeof(float);
-  ASSIGN_OR_RETURN(store->slots_, SlotPool::Create(options.inflight_batches,
-                                                   options.max_batch_ids, max_out_bytes, check));
+  ASSIGN_OR_RETURN(store->slots_, SlotPool::Create(options.inflight_batches, options.max_batch_ids,
+                                                   max_out_bytes, check));
   // Two completion threads per slot: a slot is free again once its rows are out, while the
   // thread that answered it may still be finishing a call, so that every slot's batch has a
   // thread to wait for it.
@@ -65,8 +65,7 @@ absl::Status GpuStore::Load(const TableSource& source) {
   const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
                                  std::thread::hardware_concurrency());
   ASSIGN_OR_RETURN(d_table_, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
-  ASSIGN_OR_RETURN(load_stats_,
-                   UploadTable(source, plan, d_table_.data(), check_, options_.clock));
+  ASSIGN_OR_RETURN(load_stats_, UploadTable(source, plan, d_table_.data(), check_, options_.clock));
   load_stats_.seconds = SecondsSince(options_.clock, start);
   LogInfo(LoadSummary(info().name, load_stats_));
   return absl::OkStatus();
@@ -78,8 +77,7 @@ bool GpuStore::WrittenDirectly(const AnswerSpan& out) const {
 }
 
 template <typename F>
-absl::Status GpuStore::ForEachRun(BatchSlot& slot, RowsOut outs, size_t row_bytes,
-                                  F&& f) const {
+absl::Status GpuStore::ForEachRun(BatchSlot& slot, RowsOut outs, size_t row_bytes, F&& f) const {
   Run run{0, 0, 0, nullptr};
   for (size_t i = 0; i < outs.size();) {
     run.bytes = 0;
@@ -127,18 +125,17 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, D
                              cudaMemcpyHostToDevice, stream),
              "copy ids to the device"));
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
-  RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows,
-                                        table.dim, slot.d_ids.data(),
-                                        static_cast<int64_t>(ids.size()), slot.d_out.data(),
-                                        out_type, stream));
+  RETURN_IF_ERROR(kernels::LaunchGather(
+      tuning_, d_table_.data(), table.dtype, table.rows, table.dim, slot.d_ids.data(),
+      static_cast<int64_t>(ids.size()), slot.d_out.data(), out_type, stream));
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
   // One copy a run: into the caller's pinned answer, or into h_out.
   RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
-    return check_(cudaMemcpyAsync(run.span != nullptr ? run.span->host.data()
-                                                      : slot.h_out.data() + run.first_byte,
-                                  slot.d_out.data() + run.first_byte, run.bytes,
-                                  cudaMemcpyDeviceToHost, stream),
-                  "copy rows to the host");
+    return check_(
+        cudaMemcpyAsync(
+            run.span != nullptr ? run.span->host.data() : slot.h_out.data() + run.first_byte,
+            slot.d_out.data() + run.first_byte, run.bytes, cudaMemcpyDeviceToHost, stream),
+        "copy rows to the host");
   }));
   return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }

@@ -159,8 +159,8 @@ class CountingAllocator final : public HostAllocator {
     }
     live.fetch_add(1);
     auto* host = new std::byte[bytes];
-    return HostBlock{host, reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host) +
-                                                   kDeviceOffset)};
+    return HostBlock{host,
+                     reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(host) + kDeviceOffset)};
   }
   void Release(void* host) const override {
     live.fetch_sub(1);

@@ -345,9 +345,9 @@ TEST_F(GpuStoreTest, SpansWithADeviceAddressAreWrittenInPlace) {
     auto* host = static_cast<std::byte*>(block.host);
     auto* device = static_cast<std::byte*>(block.device);
     const size_t second_at = block_bytes - second_bytes;
-    EXPECT_EQ(look_up(**gpu, host + row_bytes, host + second_at, device + row_bytes,
-                      device + second_at),
-              0.0);
+    EXPECT_EQ(
+        look_up(**gpu, host + row_bytes, host + second_at, device + row_bytes, device + second_at),
+        0.0);
     Pinned().Release(block.host);
 
     std::vector<std::byte> ordinary(first_bytes + second_bytes);
