@@ -16,8 +16,10 @@ include(CMakePackageConfigHelpers)
 
 install(TARGETS embedding-server embedding-client RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         COMPONENT Runtime)
-install(TARGETS embedding-reference-server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        COMPONENT benchmark EXCLUDE_FROM_ALL)
+if(TARGET embedding-reference-server)  # EMB_BUILD_BENCH
+  install(TARGETS embedding-reference-server RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+          COMPONENT benchmark EXCLUDE_FROM_ALL)
+endif()
 
 # The library and the two it exposes, exported as emb::client, emb::proto and emb::data_type
 # (the names they have in this tree). Installed, their include directory is include/emb/; in the

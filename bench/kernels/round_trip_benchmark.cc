@@ -80,7 +80,9 @@ int main(int argc, char** argv) {
   if (cudaError_t e = cudaSetDevice(0); e != cudaSuccess) Die("cudaSetDevice", e);
   auto d_table = Must(DeviceBuffer<float>::Allocate(static_cast<size_t>(kRows) * dim));
   // Element (r, c) = r + c / 4096: a gathered answer names its rows, so it can be checked.
-  auto value = [dim](int64_t r, int c) { return static_cast<float>(r) + c / 4096.0f; };
+  auto value = [](int64_t r, int c) {
+    return static_cast<float>(r) + static_cast<float>(c) / 4096.0f;
+  };
   {
     std::vector<float> table(static_cast<size_t>(kRows) * dim);
     for (int64_t r = 0; r < kRows; ++r) {

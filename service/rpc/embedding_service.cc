@@ -92,8 +92,8 @@ absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& 
   for (const ServedTable& t : *tables) {
     names.push_back(t.store->info().name);
   }
-  return absl::NotFoundError(
-      absl::StrCat("unknown table '", name, "'; this server has: ", absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(absl::StrCat("unknown table '", EchoText(name),
+                                          "'; this server has: ", absl::StrJoin(names, ", ")));
 }
 
 absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
@@ -125,6 +125,13 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   };
   if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
     return reactor;
+  }
+  if (!request_bytes->Valid()) {
+    // gRPC hands a raw method no buffer when the client half-closed without a whole message
+    // (none sent, or a length prefix the stream ended short of): that is not an empty request.
+    return FinishNow(ctx, absl::InvalidArgumentError(
+                              "the call carried no whole LookUpRequest message (none was sent, "
+                              "or the stream ended inside it)"));
   }
   auto call = std::make_unique<Call>();
   grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer

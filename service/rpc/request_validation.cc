@@ -5,8 +5,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "proto/convert/data_type_proto.h"
+#include "service/rpc/grpc_status.h"
 
 namespace emb::service {
 
@@ -28,15 +28,15 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                                          absl::StrCat("shape[", i, "] = ", d, " is negative")));
     }
     if (__builtin_mul_overflow(product, d, &product)) {
-      return reject(kRejectBadShape, absl::InvalidArgumentError(absl::StrCat(
-                                         "shape [", absl::StrJoin(request.shape(), ", "),
-                                         "] overflows int64 at shape[", i, "]")));
+      return reject(kRejectBadShape,
+                    absl::InvalidArgumentError(absl::StrCat("shape ", ShapeText(request.shape()),
+                                                            " overflows int64 at shape[", i, "]")));
     }
   }
   if (request.shape_size() > 0 && product != n) {
     return reject(kRejectBadShape, absl::InvalidArgumentError(
-                                       absl::StrCat("shape [", absl::StrJoin(request.shape(), ", "),
-                                                    "] holds ", product, " ids but ids has ", n)));
+                                       absl::StrCat("shape ", ShapeText(request.shape()), " holds ",
+                                                    product, " ids but ids has ", n)));
   }
   if (n > max_request_ids) {
     return reject(kRejectTooManyIds,

@@ -141,6 +141,11 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   // gRPC sets SO_REUSEPORT by default, so that a second server on a busy port would start
   // without a word and take part of its traffic. A busy port must stop start-up instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // The service takes no compressed requests: a small gzip message can inflate to gigabytes
+  // before any size check (docs/reliability.md). With the algorithms disabled, gRPC refuses such a
+  // call (UNIMPLEMENTED) from its headers, before it reads the message.
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
   if (config.max_concurrent_streams > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
   }

@@ -2,8 +2,10 @@
 #ifndef EMB_SERVICE_TABLES_TABLE_SPEC_H_
 #define EMB_SERVICE_TABLES_TABLE_SPEC_H_
 
+#include <cstddef>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 
@@ -16,7 +18,16 @@ struct TableSpec {
   std::string tensor;  // safetensors only; empty: the file's only tensor
 };
 
-// Parses "NAME=PATH[#TENSOR]". INVALID_ARGUMENT when the name or path is missing.
+// The longest table name, in bytes.
+inline constexpr size_t kMaxTableNameBytes = 256;
+
+// OK for a name of 1 to kMaxTableNameBytes bytes of printable UTF-8 (no control characters), which
+// ListTables (a proto string), the logs and Prometheus label values can carry; else
+// INVALID_ARGUMENT, naming the first bad byte.
+absl::Status CheckTableName(absl::string_view name);
+
+// Parses "NAME=PATH[#TENSOR]". INVALID_ARGUMENT when the name or path is missing, or the name
+// fails CheckTableName.
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag);
 
 }  // namespace emb::service

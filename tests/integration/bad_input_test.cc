@@ -40,7 +40,11 @@ struct BadCall {
   std::string body;  // the serialized request, or any bytes
   grpc::StatusCode code;
   std::vector<std::string> message_parts;
+  bool gzip = false;  // the client compresses the message
 };
+
+// The most bytes of a status message the server sends (service/rpc/grpc_status.h).
+constexpr size_t kMaxStatusMessageBytes = 1024;
 
 std::string Serialize(const embedding::v1::LookUpRequest& r) { return r.SerializeAsString(); }
 
@@ -101,6 +105,27 @@ std::vector<BadCall> Matrix() {
                std::string("\xff\xff\xff\xff", 4),
                grpc::INVALID_ARGUMENT,
                {"not a LookUpRequest"}});
+  {
+    auto r = Request({1, 2});
+    r.set_table(std::string(9000, 'x'));
+    m.push_back({"a table name of 9000 bytes",
+                 Serialize(r),
+                 grpc::NOT_FOUND,
+                 {"'xxxxxxxx", "(9000 bytes)", "demo"}});
+  }
+  {
+    std::vector<int64_t> shape(5000, 1);
+    shape.back() = 3;
+    m.push_back({"a shape of 5000 dims",
+                 Serialize(Request({1}, shape)),
+                 grpc::INVALID_ARGUMENT,
+                 {"[1, 1, 1, 1, 1, 1, 1, 1, ... (5000 dims)]", "holds 3 ids", "ids has 1"}});
+  }
+  m.push_back({"a gzip-compressed request",
+               Serialize(Request({1, 2})),
+               grpc::UNIMPLEMENTED,
+               {"gzip"},
+               /*gzip=*/true});
   m.push_back({"a message over the receive limit",
                std::string(kMaxReceiveBytes + 1, '\x10'),
                grpc::RESOURCE_EXHAUSTED,
@@ -108,13 +133,16 @@ std::vector<BadCall> Matrix() {
   return m;
 }
 
-// Calls LookUp with `body` as the request's bytes.
-grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& body) {
+// Calls LookUp with `body` as the request's bytes, gzip-compressed where asked.
+grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& body, bool gzip = false) {
   grpc::Slice slice(body);
   grpc::ByteBuffer request(&slice, 1);
   grpc::ByteBuffer response;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  if (gzip) {
+    ctx.set_compression_algorithm(GRPC_COMPRESS_GZIP);
+  }
   grpc::CompletionQueue cq;
   auto call = stub.PrepareUnaryCall(&ctx, "/embedding.v1.EmbeddingService/LookUp", request, &cq);
   call->StartCall();
@@ -122,6 +150,29 @@ grpc::Status CallRaw(grpc::GenericStub& stub, const std::string& body) {
   call->Finish(&response, &status, /*tag=*/&status);
   void* tag = nullptr;
   bool ok = false;
+  cq.Next(&tag, &ok);
+  return status;
+}
+
+// Calls LookUp as a client stream that half-closes without sending a message: what a client whose
+// message never arrives looks like to the server.
+grpc::Status CallWithoutMessage(grpc::GenericStub& stub) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  grpc::CompletionQueue cq;
+  auto call = stub.PrepareCall(&ctx, "/embedding.v1.EmbeddingService/LookUp", &cq);
+  void* tag = nullptr;
+  bool ok = false;
+  int step = 0;
+  call->StartCall(&step);
+  cq.Next(&tag, &ok);
+  call->WritesDone(&step);
+  cq.Next(&tag, &ok);
+  grpc::ByteBuffer response;
+  call->Read(&response, &step);
+  cq.Next(&tag, &ok);  // fails (!ok): the server sends no message with an error
+  grpc::Status status;
+  call->Finish(&status, &step);
   cq.Next(&tag, &ok);
   return status;
 }
@@ -166,12 +217,16 @@ TEST(BadInput, EachBadCallGetsItsCodeWhileGoodCallersInTheSameBatchesGetTheirRow
   constexpr int kRounds = 20;
   for (int round = 0; round < kRounds; ++round) {
     for (const BadCall& bad : matrix) {
-      const grpc::Status s = CallRaw(stub, bad.body);
+      const grpc::Status s = CallRaw(stub, bad.body, bad.gzip);
       EXPECT_EQ(s.error_code(), bad.code) << bad.what << ": " << s.error_message();
       for (const std::string& part : bad.message_parts) {
         EXPECT_THAT(s.error_message(), HasSubstr(part)) << bad.what;
       }
+      EXPECT_LE(s.error_message().size(), kMaxStatusMessageBytes) << bad.what;
     }
+    const grpc::Status none = CallWithoutMessage(stub);
+    EXPECT_EQ(none.error_code(), grpc::INVALID_ARGUMENT) << none.error_message();
+    EXPECT_THAT(none.error_message(), HasSubstr("no whole LookUpRequest"));
   }
   stop = true;
   for (auto& t : callers) {

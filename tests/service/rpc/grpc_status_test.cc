@@ -1,11 +1,13 @@
 #include "service/rpc/grpc_status.h"
 
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
 
@@ -68,6 +70,39 @@ TEST(GrpcStatus, ErrorWithAnEmptyMessageStaysAnError) {
   const grpc::Status s = ToGrpcStatus(absl::Status(absl::StatusCode::kUnavailable, ""));
   EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
   EXPECT_EQ(s.error_message(), "");
+}
+
+TEST(GrpcStatus, ALongMessageIsCutToTheBoundOnACharacterBoundary) {
+  // 2000 bytes of a two-byte character: a cut at an odd byte would split one.
+  std::string text;
+  for (int i = 0; i < 1000; ++i) {
+    text += "\xc3\xa9";  // U+00E9
+  }
+  const grpc::Status s = ToGrpcStatus(absl::NotFoundError(text));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_LE(s.error_message().size(), kMaxStatusMessageBytes);
+  EXPECT_THAT(s.error_message(), ::testing::EndsWith("... (2000 bytes)"));
+  const std::string kept = s.error_message().substr(0, s.error_message().find("..."));
+  EXPECT_EQ(kept.size() % 2, 0u);
+  EXPECT_EQ(kept, text.substr(0, kept.size()));
+}
+
+TEST(GrpcStatus, AShortMessageIsKeptWhole) {
+  EXPECT_EQ(ToGrpcStatus(absl::InvalidArgumentError("bad shape")).error_message(), "bad shape");
+}
+
+TEST(EchoText, EscapesAndCutsWhatARequestSent) {
+  EXPECT_EQ(EchoText("items"), "items");
+  EXPECT_EQ(EchoText(std::string("a\nb\xff", 4)), "a\\nb\\xff");
+  const std::string echoed = EchoText(std::string(9000, 'x'));
+  EXPECT_EQ(echoed, std::string(kMaxEchoBytes, 'x') + "... (9000 bytes)");
+}
+
+TEST(ShapeText, ShowsAtMostEightDims) {
+  EXPECT_EQ(ShapeText(std::vector<int64_t>{}), "[]");
+  EXPECT_EQ(ShapeText(std::vector<int64_t>{2, 3}), "[2, 3]");
+  EXPECT_EQ(ShapeText(std::vector<int64_t>(8, 1)), "[1, 1, 1, 1, 1, 1, 1, 1]");
+  EXPECT_EQ(ShapeText(std::vector<int64_t>(5000, 7)), "[7, 7, 7, 7, 7, 7, 7, 7, ... (5000 dims)]");
 }
 
 }  // namespace

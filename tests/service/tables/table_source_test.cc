@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "gmock/gmock.h"
@@ -630,6 +631,29 @@ TEST(ParseTableSpec, RejectsMissingParts) {
 TEST(ParseTableSpec, RejectsMissingPathBeforeTensor) {
   EXPECT_THAT(ParseTableSpec("users=#emb"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("NAME=PATH")));
+}
+
+// Names reach ListTables (a proto string), the logs and Prometheus label values: printable UTF-8
+// only, else the server would start and then fail every ListTables and every scrape.
+TEST(ParseTableSpec, RejectsNamesThatAreNotPrintableUtf8) {
+  for (const std::string& name :
+       {std::string("bad\xff"), std::string("\xc3"), std::string("\xc0\xaf"),  // overlong '/'
+        std::string("\xed\xa0\x80"),                                           // a surrogate
+        std::string("tab\tname"), std::string("nul\0x", 5), std::string(257, 'a')}) {
+    EXPECT_THAT(ParseTableSpec(name + "=/data/t.npy"),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--table: table name")))
+        << absl::CHexEscape(name);
+  }
+}
+
+TEST(ParseTableSpec, AcceptsPrintableUtf8Names) {
+  for (const std::string& name :
+       {std::string("items"), std::string("\xc3\xa9l\xc3\xa8ve"), std::string("\xe5\x90\x8d"),
+        std::string("\xf0\x9f\x98\x80"), std::string(256, 'a')}) {
+    auto spec = ParseTableSpec(name + "=/data/t.npy");
+    ASSERT_THAT(spec, IsOk()) << absl::CHexEscape(name);
+    EXPECT_EQ(spec->name, name);
+  }
 }
 
 }  // namespace
