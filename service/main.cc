@@ -1,13 +1,13 @@
 // embedding-server: serves embedding lookups over gRPC. See README.md for the flags and metrics.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,12 +17,14 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "service/common/flags_usage.h"
 #include "service/common/log.h"
+#include "service/common/regular_file.h"
 #include "service/server/server.h"
 
 ABSL_FLAG(std::string, table, "",
@@ -90,7 +92,8 @@ ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate(s): with --tls_cert and --tls_key, mutual TLS; every client must "
           "present a certificate signed by one of them.");
 ABSL_FLAG(double, drain_seconds, 5,
-          "On SIGTERM/SIGINT: seconds to keep serving with health NOT_SERVING before shutdown.");
+          "On SIGTERM, SIGINT or SIGHUP: seconds to keep serving with health NOT_SERVING before "
+          "shutdown.");
 ABSL_FLAG(double, shutdown_timeout_seconds, 10,
           "After draining: seconds to finish calls in progress before they are cancelled.");
 
@@ -105,43 +108,70 @@ bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
          *rows > 0 && *dim > 0;
 }
 
+// The most bytes of one --flagfile, and how deep flag files may include others.
+constexpr size_t kMaxFlagfileBytes = size_t{1} << 20;
+constexpr int kMaxFlagfileDepth = 8;
+
 // `args` with each --flagfile=F1[,F2...] (or --flagfile F1) replaced by its files' flags, as
 // Abseil reads them: one flag per line, blank lines and lines starting with # skipped, nested
-// flag files followed. A file that cannot be read is left for Abseil to report.
-std::vector<std::string> ExpandFlagfiles(const std::vector<std::string>& args, int depth = 0) {
+// flag files followed. Every flag file must be a regular file of at most kMaxFlagfileBytes (a
+// directory, a FIFO or /dev/zero is refused at once), and may not include itself, directly or
+// through others, nor nest deeper than kMaxFlagfileDepth: INVALID_ARGUMENT naming the file.
+// `chain`: the real paths of the flag files being expanded, outermost first.
+absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(const std::vector<std::string>& args,
+                                                         std::vector<std::string>* chain) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string files;
-    if (depth < 8 && absl::StartsWith(args[i], "--flagfile=")) {
+    if (absl::StartsWith(args[i], "--flagfile=")) {
       files = args[i].substr(strlen("--flagfile="));
-    } else if (depth < 8 && args[i] == "--flagfile" && i + 1 < args.size()) {
+    } else if (args[i] == "--flagfile" && i + 1 < args.size()) {
       files = args[++i];
     } else {
       out.push_back(args[i]);
       continue;
     }
     for (absl::string_view file : absl::StrSplit(files, ',', absl::SkipEmpty())) {
-      std::ifstream in{std::string(file)};
+      const std::string path(file);
+      absl::StatusOr<std::string> text = emb::service::ReadRegularFile(path, kMaxFlagfileBytes);
+      if (!text.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--flagfile=", text.status().message()));
+      }
+      char* real = realpath(path.c_str(), nullptr);
+      const std::string real_path = real != nullptr ? real : path;
+      std::free(real);
+      if (std::find(chain->begin(), chain->end(), real_path) != chain->end()) {
+        return absl::InvalidArgumentError(absl::StrCat("--flagfile=", path, ": includes itself (",
+                                                       absl::StrJoin(*chain, " -> "), " -> ",
+                                                       real_path, ")"));
+      }
+      if (static_cast<int>(chain->size()) >= kMaxFlagfileDepth) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--flagfile=", path, ": flag files nest over ", kMaxFlagfileDepth, " deep"));
+      }
       std::vector<std::string> lines;
-      for (std::string line; std::getline(in, line);) {
+      for (absl::string_view line : absl::StrSplit(*text, '\n')) {
         const absl::string_view flag = absl::StripAsciiWhitespace(line);
         if (!flag.empty() && flag[0] != '#') {
           lines.emplace_back(flag);
         }
       }
-      for (std::string& flag : ExpandFlagfiles(lines, depth + 1)) {
-        out.push_back(std::move(flag));
+      chain->push_back(real_path);
+      absl::StatusOr<std::vector<std::string>> nested = ExpandFlagfiles(lines, chain);
+      chain->pop_back();
+      if (!nested.ok()) {
+        return nested.status();
       }
+      out.insert(out.end(), nested->begin(), nested->end());
     }
   }
   return out;
 }
 
 // Every value of a flag given several times (Abseil keeps only the last): --NAME=V or --NAME V,
-// on the command line or in a --flagfile.
-std::vector<std::string> RepeatedFlag(int argc, char** argv, const std::string& name) {
-  const std::vector<std::string> args =
-      ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc));
+// in `args` (the command line with its flag files expanded).
+std::vector<std::string> RepeatedFlag(const std::vector<std::string>& args,
+                                      const std::string& name) {
   std::vector<std::string> values;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& arg = args[i];
@@ -227,9 +257,51 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   return c;
 }
 
+// Raises the soft limit of open files to the hard one, as servers do: each connection takes a
+// descriptor, and gRPC 1.51's listener stops accepting for good after one accept4() fails with
+// EMFILE (docs/reliability.md). Logs the limit either way.
+void RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) {
+    return;
+  }
+  const rlim_t before = limit.rlim_cur;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) {
+      limit.rlim_cur = before;
+    }
+  }
+  LogInfo("open files: limit ", static_cast<uint64_t>(limit.rlim_cur),
+          before != limit.rlim_cur
+              ? absl::StrCat(" (raised from ", static_cast<uint64_t>(before), ")")
+              : std::string());
+}
+
+const char* SignalName(int signal) {
+  switch (signal) {
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGINT:
+      return "SIGINT";
+    case SIGHUP:
+      return "SIGHUP";
+  }
+  return "a stop signal";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Flag files first, before Abseil follows them: a FIFO, /dev/zero or a file that includes itself
+  // would otherwise hang or loop for ever.
+  std::vector<std::string> chain;
+  const absl::StatusOr<std::vector<std::string>> args =
+      ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc), &chain);
+  if (!args.ok()) {
+    LogError("stopping: ", args.status().message());
+    return 2;
+  }
   emb::service::ParseFlags(
       argc, argv,
       "Serves embedding table lookups over gRPC (embedding.v1.EmbeddingService).\n"
@@ -239,34 +311,61 @@ int main(int argc, char** argv) {
   // Debian's Abseil is built with Mutex deadlock detection on, which keeps a global lock graph
   // updated on every lock; the request path takes several locks per call.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
-  const std::vector<std::string> table_flags = RepeatedFlag(argc, argv, "table");
+  const std::vector<std::string> table_flags = RepeatedFlag(*args, "table");
 
-  // Block the stop signals in every thread; one thread waits for them below.
+  // Block the stop signals in every thread; one thread waits for them. SIGTERM, SIGINT and SIGHUP
+  // all mean stop: during start-up, at once (exit 0, before health ever says SERVING); once
+  // serving, after the drain (docs/operations.md).
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  absl::Mutex mu;
+  bool serving = false;  // guarded by mu
+  int stop_signal = 0;   // guarded by mu
+  std::thread waiter([&] {
+    int signal = 0;
+    sigwait(&stop_signals, &signal);
+    absl::MutexLock lock(&mu);
+    if (!serving) {
+      LogInfo("received ", SignalName(signal),
+              " during start-up: stopping before serving (exit status 0)");
+      std::_Exit(0);
+    }
+    stop_signal = signal;
+  });
+  waiter.detach();  // it ends the process during start-up, or returns after the signal
 
+  RaiseOpenFileLimit();
   absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags(table_flags);
   if (!config.ok()) {
     LogError("stopping: ", config.status().message());
     return 2;
   }
+  config->before_serving = [&] {
+    absl::MutexLock lock(&mu);
+    serving = true;  // a signal from here on drains; one before ended start-up
+  };
   absl::StatusOr<std::unique_ptr<emb::service::EmbeddingServer>> server =
       emb::service::EmbeddingServer::Start(*config);
   if (!server.ok()) {
     LogError("stopping: ", server.status().message());
     return 1;
   }
-
   int signal = 0;
-  sigwait(&stop_signals, &signal);
+  {
+    absl::MutexLock lock(&mu);
+    mu.Await(absl::Condition(
+        +[](int* s) { return *s != 0; }, &stop_signal));
+    signal = stop_signal;
+  }
   const double drain = absl::GetFlag(FLAGS_drain_seconds);
   // Health changes before the log line says so: whoever reads the log may then rely on it.
   (*server)->SetNotServing();
-  LogInfo("received ", signal == SIGTERM ? "SIGTERM" : "SIGINT",
-          ": health NOT_SERVING, serving on for ", drain, " s, then shutting down");
+  LogInfo("received ", SignalName(signal), ": health NOT_SERVING, serving on for ", drain,
+          " s, then shutting down");
   absl::SleepFor(absl::Seconds(drain));
   LogInfo("shutting down: no new calls; finishing calls in progress (timeout ",
           absl::GetFlag(FLAGS_shutdown_timeout_seconds), " s)");

@@ -31,6 +31,11 @@ constexpr absl::Duration kHoldQuiet = absl::Milliseconds(100);
 // Shutdown: how long after the last answer the connections that clients left open are cut.
 constexpr absl::Duration kCloseGrace = absl::Seconds(1);
 
+// Threads of the metrics port. Each holds a connection until its request is read: with civetweb's
+// default of 2, two slow clients (a byte a second) blocked every scrape for 30 s at a time
+// (docs/reliability.md); with 8, a few such connections leave scrapes served.
+constexpr size_t kMetricsThreads = 8;
+
 // Room in a message around the payload: field tags, the shape, the table name.
 constexpr int64_t kMessageSlack = 64 << 10;
 
@@ -159,7 +164,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
                                                config.grpc_address, why.empty() ? "" : ": ", why));
   }
   try {
-    server->exposer_ = std::make_unique<prometheus::Exposer>(config.metrics_address);
+    server->exposer_ =
+        std::make_unique<prometheus::Exposer>(config.metrics_address, kMetricsThreads);
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", config.metrics_address, ": ", e.what()));
@@ -173,6 +179,9 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   RETURN_IF_ERROR(server->LoadTables(config, device, sources));
   server->service_->SetTables(&server->tables_);
+  if (config.before_serving) {
+    config.before_serving();
+  }
   server->health_->SetServing(true);
   LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
   return server;

@@ -7,6 +7,7 @@
 #define EMB_SERVICE_SERVER_SERVER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct ServerConfig {
   std::string tls_cert;       // the server's certificate (chain)
   std::string tls_key;        // its private key, unencrypted
   std::string tls_client_ca;  // CA certificate(s) that client certificates must chain to
+  // Called once the tables are loaded, just before health says SERVING (main.cc: from here on a
+  // stop signal drains instead of ending start-up). May be empty.
+  std::function<void()> before_serving;
 };
 
 class EmbeddingServer {

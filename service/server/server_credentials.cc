@@ -1,5 +1,6 @@
 #include "service/server/server_credentials.h"
 
+#include <openssl/asn1.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
@@ -17,6 +18,7 @@
 #include "absl/strings/string_view.h"
 #include "grpc/grpc_security_constants.h"
 #include "grpcpp/security/server_credentials.h"
+#include "service/common/regular_file.h"
 #include "service/common/status_macros.h"
 
 namespace emb::service {
@@ -49,29 +51,43 @@ std::string TakeOpenSslError() {
   return reason != nullptr ? absl::StrCat(" (", reason, ")") : "";
 }
 
+// The most bytes of a PEM file (a certificate chain or a CA bundle is far smaller).
+constexpr size_t kMaxPemFileBytes = size_t{1} << 20;
+
+// A PEM file named by `flag`: a regular file (a FIFO or /dev/zero is refused at once) of at most
+// kMaxPemFileBytes, not empty.
 absl::StatusOr<std::string> ReadFile(absl::string_view flag, const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(flag, path), "cannot open: ", std::strerror(errno)));
+  absl::StatusOr<std::string> text = ReadRegularFile(path, kMaxPemFileBytes);
+  if (!text.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=", text.status().message()));
   }
-  std::string text;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), f)) > 0) {
-    text.append(buffer, n);
-  }
-  const bool failed = std::ferror(f) != 0;
-  const int error = errno;
-  std::fclose(f);
-  if (failed) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(Where(flag, path), "cannot read: ", std::strerror(error)));
-  }
-  if (text.empty()) {
+  if (text->empty()) {
     return absl::InvalidArgumentError(absl::StrCat(Where(flag, path), "empty file"));
   }
   return text;
+}
+
+// OK while `cert` is valid now; else INVALID_ARGUMENT saying when it expired or starts to be
+// valid: every client would refuse the handshake, so the server does not start with it.
+absl::Status CheckValidNow(absl::string_view flag, const std::string& path, X509* cert) {
+  auto when = [](const ASN1_TIME* t) {
+    BioPtr bio(BIO_new(BIO_s_mem()));
+    ASN1_TIME_print(bio.get(), t);
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio.get(), &data);  // NOLINT(google-runtime-int): OpenSSL's
+    return std::string(data, static_cast<size_t>(n));
+  };
+  if (X509_cmp_current_time(X509_get0_notAfter(cert)) < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(Where(flag, path), "the certificate expired on ",
+                                                   when(X509_get0_notAfter(cert)),
+                                                   "; clients would refuse it"));
+  }
+  if (X509_cmp_current_time(X509_get0_notBefore(cert)) > 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(Where(flag, path), "the certificate is not valid until ",
+                     when(X509_get0_notBefore(cert)), "; clients would refuse it"));
+  }
+  return absl::OkStatus();
 }
 
 BioPtr MemoryBio(const std::string& text) {
@@ -131,6 +147,7 @@ absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& c
   ASSIGN_OR_RETURN(std::string cert_text, ReadFile("--tls_cert", cert_path));
   ASSIGN_OR_RETURN(std::string key_text, ReadFile("--tls_key", key_path));
   ASSIGN_OR_RETURN(X509Ptr cert, FirstCertificate("--tls_cert", cert_path, cert_text));
+  RETURN_IF_ERROR(CheckValidNow("--tls_cert", cert_path, cert.get()));
   ASSIGN_OR_RETURN(PkeyPtr key, PrivateKey("--tls_key", key_path, key_text));
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "service/common/regular_file.h"
 #include "service/common/status_macros.h"
 #include "service/tables/table_layout.h"
 
@@ -52,18 +53,10 @@ float DemoValue(uint64_t seed, uint64_t i) {
 
 absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& spec) {
   const std::string& path = spec.path;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string message = absl::StrCat(path, ": cannot open: ", strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message) : absl::InvalidArgumentError(message);
-  }
+  struct stat st;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));  // a FIFO or device: at once
   auto source = std::unique_ptr<TableSource>(new TableSource());
   source->fd_ = fd;  // closed by the destructor from here on
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    return Defect(path, "not a regular file");
-  }
   ASSIGN_OR_RETURN(const TableLayout layout,
                    ParseLayout(spec, static_cast<size_t>(st.st_size),
                                [fd, &path](size_t offset, absl::Span<std::byte> dst) {
@@ -130,16 +123,10 @@ absl::StatusOr<std::unique_ptr<HostRows>> TableSource::ReadAll() const {
     RETURN_IF_ERROR(Read(0, absl::MakeSpan(rows->mutable_data(), bytes())));
     return rows;
   }
-  // Map the file and read it once, sequentially, into the rows.
-  const size_t length = data_offset_ + bytes();
-  void* base = mmap(nullptr, length, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd_, 0);
-  if (base == MAP_FAILED) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(origin_, ": mmap of ", length, " bytes failed: ", strerror(errno)));
-  }
-  (void)madvise(base, length, MADV_SEQUENTIAL);
-  std::memcpy(rows->mutable_data(), static_cast<const std::byte*>(base) + data_offset_, bytes());
-  munmap(base, length);
+  // Read the file once, sequentially, into the rows. With pread (not a mapping of the file), a
+  // file truncated while it loads is an error naming the file and offset, not a SIGBUS.
+  AdviseSequential();
+  RETURN_IF_ERROR(Read(0, absl::MakeSpan(rows->mutable_data(), bytes())));
   return rows;
 }
 

@@ -93,6 +93,20 @@ TEST(ServerLifecycle, SigtermDrainsWhileStillServing) {
   EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly"));
 }
 
+// SIGHUP and SIGINT stop the server as SIGTERM does: health NOT_SERVING, the drain, a clean exit
+// (a SIGHUP from a closing terminal or a supervisor used to kill it without a drain).
+TEST(ServerLifecycle, SighupAndSigintDrainAndStopCleanlyLikeSigterm) {
+  for (const auto& [signal, name] : {std::pair{SIGHUP, "SIGHUP"}, std::pair{SIGINT, "SIGINT"}}) {
+    auto server = ServerProcess::Start({"--demo_table=1000x8", "--drain_seconds=0"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    (*server)->Signal(signal);
+    EXPECT_EQ((*server)->WaitExit(absl::Seconds(30)), 0) << name << "\n" << (*server)->log();
+    EXPECT_THAT((*server)->log(),
+                HasSubstr(std::string("received ") + name + ": health NOT_SERVING"));
+    EXPECT_THAT((*server)->log(), HasSubstr("stopped cleanly")) << name;
+  }
+}
+
 // The time stamp of the first log line that contains `text`; nullopt when no such line (yet).
 // Lines look like "2026-11-30T06:40:12.123456Z I message" (service/common/log.h).
 std::optional<absl::Time> LoggedAt(const std::string& log, const std::string& text) {

@@ -2,6 +2,9 @@
 // problem, and a non-zero exit status. A busy gRPC port is one of them: gRPC's default
 // SO_REUSEPORT would otherwise let a second server share the port and silently take part of the
 // traffic.
+#include <signal.h>
+#include <sys/stat.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,9 +94,13 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
 TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {
   testing::TempDir dir;
   ASSERT_TRUE(testing::WriteFile(dir.File("plain"), "x").ok());
+  const std::string fifo = dir.File("t.fifo");  // no writer: open() without O_NONBLOCK hangs
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {dir.File("missing.npy"), "cannot open: No such file or directory"},
-      {dir.path(), "not a regular file"},
+      {dir.path(), "a directory, not a regular file"},
+      {fifo, "a FIFO, not a regular file"},
+      {"/dev/zero", "a character device, not a regular file"},
       {dir.File("plain") + "/t.npy", "cannot open: Not a directory"},
   };
   for (const auto& [path, message] : cases) {
@@ -102,6 +109,54 @@ TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(path + ": " + message)) << exit.log;
     EXPECT_THAT(exit.log, Not(HasSubstr("listening"))) << path;
   }
+}
+
+// Flag files are read before Abseil follows them: a directory, a FIFO or /dev/zero, and a file
+// that includes itself (directly or through another), each stop start-up at once, naming it.
+TEST(StartUp, BadFlagFilesStopStartUpNamingTheFile) {
+  testing::TempDir dir;
+  const std::string fifo = dir.File("flags.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  const std::string self = dir.File("self.flags");
+  ASSERT_TRUE(testing::WriteFile(self, "--demo_table=100x4\n--flagfile=" + self + "\n").ok());
+  const std::string a = dir.File("a.flags");
+  const std::string b = dir.File("b.flags");
+  ASSERT_TRUE(testing::WriteFile(a, "# a\n--flagfile=" + b + "\n").ok());
+  ASSERT_TRUE(testing::WriteFile(b, "--flagfile=" + a + "\n").ok());
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {dir.path(), "--flagfile=" + dir.path() + ": a directory, not a regular file"},
+      {fifo, "--flagfile=" + fifo + ": a FIFO, not a regular file"},
+      {"/dev/zero", "--flagfile=/dev/zero: a character device, not a regular file"},
+      {self, "--flagfile=" + self + ": includes itself"},
+      {a, "--flagfile=" + a + ": includes itself"},
+  };
+  for (const auto& [file, message] : cases) {
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--flagfile=" + file});
+    EXPECT_EQ(exit.code, 2) << file << "\n" << exit.log;
+    EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << file << "\n" << exit.log;
+  }
+}
+
+// A table name reaches ListTables, the logs and Prometheus labels: printable UTF-8 only.
+TEST(StartUp, ATableNameThatIsNotUtf8StopsStartUp) {
+  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=bad\xff=/data/t.npy"});
+  EXPECT_EQ(exit.code, 2) << exit.log;
+  EXPECT_THAT(StoppingLine(exit.log), HasSubstr("--table: table name 'bad\\xff' is not printable"))
+      << exit.log;
+}
+
+// A stop signal during start-up stops the server at once (exit 0), before the load ends and before
+// health ever says SERVING. The table takes seconds to make (1 GB); the signal goes out as soon as
+// the signal thread runs (its first line, the open-files limit, comes after it starts).
+TEST(StartUp, SigtermDuringStartUpStopsBeforeServing) {
+  auto server = ServerProcess::Start({"--demo_table=1000000x256"}, absl::Seconds(60),
+                                     /*ready_text=*/"open files: limit");
+  ASSERT_TRUE(server.ok()) << server.status();
+  (*server)->Signal(SIGTERM);
+  EXPECT_EQ((*server)->WaitExit(absl::Seconds(60)), 0) << (*server)->log();
+  EXPECT_THAT((*server)->log(),
+              HasSubstr("received SIGTERM during start-up: stopping before serving"));
+  EXPECT_THAT((*server)->log(), Not(HasSubstr("health SERVING")));
 }
 
 // 400 TB of rows: more than the host (CPU backend) or the GPU (CUDA backend) holds.

@@ -2,6 +2,7 @@
 // called through emb::client (and its load generator), with certificates that
 // tests/testing/make_test_certs.sh makes with the openssl command in a temporary folder.
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -287,6 +288,9 @@ TEST(TlsFlags, BadFlagsStopStartUpNamingTheFlagAndTheProblem) {
   const std::string missing = certs.Path("missing.pem");
   const std::string garbage = certs.Write("garbage.pem", "not a certificate\n");
   const std::string empty = certs.Write("empty.pem", "");
+  const std::string fifo =
+      certs.Path("cert.fifo");  // no writer: an open() without O_NONBLOCK hangs
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   struct Case {
     std::vector<std::string> flags;
     std::string message;
@@ -298,7 +302,15 @@ TEST(TlsFlags, BadFlagsStopStartUpNamingTheFlagAndTheProblem) {
        "--tls_client_ca needs --tls_cert and --tls_key"},
       {{"--tls_cert=" + missing, key},
        "--tls_cert=" + missing + ": cannot open: No such file or directory"},
-      {{cert, "--tls_key=" + certs.Path("")}, "--tls_key=" + certs.Path("") + ": cannot read"},
+      {{cert, "--tls_key=" + certs.Path("")},
+       "--tls_key=" + certs.Path("") + ": a directory, not a regular file"},
+      {{"--tls_cert=" + fifo, key}, "--tls_cert=" + fifo + ": a FIFO, not a regular file"},
+      {{"--tls_cert=/dev/zero", key},
+       "--tls_cert=/dev/zero: a character device, not a regular file"},
+      {{"--tls_cert=" + certs.Path("expired.pem"), key},
+       "--tls_cert=" + certs.Path("expired.pem") + ": the certificate expired on "},
+      {{"--tls_cert=" + certs.Path("not_yet_valid.pem"), key},
+       "--tls_cert=" + certs.Path("not_yet_valid.pem") + ": the certificate is not valid until "},
       {{"--tls_cert=" + empty, key}, "--tls_cert=" + empty + ": empty file"},
       {{"--tls_cert=" + garbage, key}, "--tls_cert=" + garbage + ": no PEM certificate in it"},
       {{cert, "--tls_key=" + certs.Path("server.pem")},

@@ -1,5 +1,8 @@
 #include "service/tables/table_source.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -251,6 +254,32 @@ TEST_F(TableSourceTest, ReadWhoseEndOverflowsIsOutOfRange) {
   std::vector<std::byte> part(8);
   EXPECT_THAT((*source)->Read(std::numeric_limits<size_t>::max() - 3, absl::MakeSpan(part)),
               StatusIs(absl::StatusCode::kOutOfRange));
+}
+
+// A file re-exported in place while the server loads it (np.save truncates first): ReadAll reads
+// with pread, so the shrunk file is an error naming it and the offset, not a SIGBUS.
+TEST_F(TableSourceTest, AFileTruncatedAfterOpenIsAReadErrorNotASignal) {
+  const std::string data = RandomRows(DataType::kFloat32, 64 * 16, 21);
+  auto source = Open("t.npy", NpyFile("<f4", {64, 16}, data));
+  ASSERT_THAT(source, IsOk());
+  ASSERT_EQ(truncate(dir_.File("t.npy").c_str(), 200), 0);
+  EXPECT_THAT((*source)->ReadAll().status(),
+              StatusIs(absl::StatusCode::kInternal,
+                       AllOf(HasSubstr(dir_.File("t.npy")), HasSubstr("unexpected end of file"))));
+}
+
+// A FIFO would block open() for ever, /dev/zero never ends, a directory reads as nothing: each is
+// refused at once, saying what it is.
+TEST_F(TableSourceTest, OnlyARegularFileIsATable) {
+  const std::string fifo = dir_.File("t.fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
+           {fifo, "a FIFO"}, {"/dev/zero", "a character device"}, {dir_.path(), "a directory"}}) {
+    EXPECT_THAT(TableSource::Open(TableSpec{"t", path, ""}).status(),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(path), HasSubstr(kind), HasSubstr("not a regular file"))))
+        << path;
+  }
 }
 
 // --- Demo tables --------------------------------------------------------------------------------
