@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -15,6 +16,10 @@ namespace {
 BatcherOptions FitToStore(BatcherOptions options, const EmbeddingStore& store) {
   options.max_batch_ids = std::min(options.max_batch_ids, store.max_batch_ids());
   return options;
+}
+
+bool IsCancelled(const Batcher::Request& r) {
+  return r.cancelled != nullptr && r.cancelled->load(std::memory_order_relaxed);
 }
 
 }  // namespace
@@ -109,25 +114,29 @@ int64_t Batcher::queued_ids_for_test() const {
 
 std::vector<Batcher::Entry> Batcher::TakeBatch() {
   std::vector<Entry> taken;
-  if (queue_.empty()) {
-    return taken;
-  }
-  const DataType type = queue_.front().request.out_type;
-  int64_t ids = 0;
+  std::optional<DataType> type;  // that of the batch's first live request
+  int64_t ids = 0;               // of its live requests
+  int64_t removed = 0;           // ids leaving the queue, the cancelled requests' included
   for (auto it = queue_.begin(); it != queue_.end();) {
-    const auto n = static_cast<int64_t>(it->request.ids.size());
-    if (it->request.out_type != type) {
-      ++it;
-      continue;
+    const Request& r = it->request;
+    const auto n = static_cast<int64_t>(r.ids.size());
+    if (!IsCancelled(r)) {
+      if (type.has_value() && r.out_type != *type) {
+        ++it;
+        continue;
+      }
+      if (ids + n > options_.max_batch_ids) {
+        break;
+      }
+      type = r.out_type;
+      ids += n;
     }
-    if (ids + n > options_.max_batch_ids) {
-      break;
-    }
-    ids += n;
+    // A cancelled request leaves with this batch, to be dropped, and takes no room in it.
+    removed += n;
     taken.push_back(std::move(*it));
     it = queue_.erase(it);
   }
-  queued_ids_ -= ids;
+  queued_ids_ -= removed;
   metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
   return taken;
 }
@@ -166,7 +175,6 @@ void Batcher::Run() {
 
 void Batcher::Dispatch(std::vector<Entry> entries) {
   auto batch = std::make_unique<Batch>();
-  batch->out_type = entries.front().request.out_type;
   const absl::Time now = clock_->Now();
   size_t total = 0;
   for (Entry& e : entries) {
@@ -178,7 +186,7 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
           " in the queue of table '", store_->info().name, "', before its batch ran")));
       continue;
     }
-    if (r.is_cancelled && r.is_cancelled()) {
+    if (IsCancelled(r)) {
       metrics_.dropped_cancelled->Increment();
       r.done(absl::CancelledError("the call was cancelled before its batch ran"));
       continue;
@@ -193,6 +201,7 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     metrics_.inflight_batches->Set(static_cast<double>(inflight_));
     return;
   }
+  batch->out_type = batch->entries.front().request.out_type;  // the same for all
   batch->ids.reserve(total);
   batch->outs.reserve(batch->entries.size());
   const size_t row_bytes = dim_ * ElementSize(batch->out_type);

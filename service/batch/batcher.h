@@ -7,7 +7,8 @@
 // finds nothing queued and fewer than inline_batches batches in flight starts its batch on the
 // submitting thread: that only enqueues the gather, and saves waking the worker (tens of
 // microseconds).
-// Requests whose deadline passed or that were cancelled are dropped when their batch forms. Each
+// Requests whose deadline passed or that were cancelled are dropped when their batch forms (a
+// cancelled one takes no room in it). Each
 // batch's ids are concatenated into one int64 tensor and handed to the store together with each
 // caller's AnswerBuffer (from a pool of the memory the store writes fastest: pinned for a GPU
 // store; neither zero-filled nor freshly page-faulted), which the store fills directly. Then the
@@ -17,10 +18,10 @@
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
-#include <functional>
 #include <memory>
 #include <thread>
 
@@ -65,7 +66,10 @@ class Batcher {
     DataType out_type = DataType::kFloat32;
     AnswerBuffer* out = nullptr;  // holds the rows when `done` runs with OK (else empty)
     absl::Time deadline = absl::InfiniteFuture();
-    std::function<bool()> is_cancelled;  // may be empty
+    // Set (by any thread) once the caller has gone, e.g. its client reset the stream: the request
+    // leaves the queue with the next batch, uncounted against that batch's ids, and is finished
+    // CANCELLED instead of gathered. May be nullptr; must stay valid until `done` runs.
+    const std::atomic<bool>* cancelled = nullptr;
     absl::AnyInvocable<void(const absl::Status&)> done;
   };
 

@@ -1,6 +1,8 @@
 #include "service/rpc/embedding_service.h"
 
+#include <atomic>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -26,6 +28,45 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
   reactor->Finish(ToGrpcStatus(s));
   return reactor;
 }
+
+// One LookUp from its handler to OnDone: its reactor, the parsed request (the batcher reads its
+// ids) and the buffer the batcher writes the rows into.
+class LookUpCall final : public grpc::ServerUnaryReactor {
+ public:
+  // gRPC runs it once the call is cancelled (the client reset the stream or went away, or the
+  // deadline passed), after the handler has returned, on a gRPC thread; the batcher reads the
+  // flag when the call's batch forms.
+  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
+  void OnDone() override { delete this; }
+  // Both reactions are trivial (a store, a delete), so gRPC may run them on the thread that
+  // completes the call, as it does its default reactor's, instead of hopping to its executor.
+  bool InternalInlineable() override { return true; }
+
+  LookUpRequest request;
+  std::vector<int64_t> shape;
+  DataType out_type = DataType::kFloat32;
+  AnswerBuffer rows;
+  std::atomic<bool> cancelled{false};
+};
+
+// A LookUp that carries no whole message. gRPC 1.51 hands the handler a call that its client
+// reset before the message was read all the same, with no message, and reports the
+// cancellation only after the handler has returned. So this call's answer waits for its initial
+// metadata to be sent: that fails for a cancelled call (answered CANCELLED: counted as cancelled,
+// not as a bad request) and succeeds where the client half-closed without a message
+// (INVALID_ARGUMENT).
+class NoMessageCall final : public grpc::ServerUnaryReactor {
+ public:
+  NoMessageCall() { StartSendInitialMetadata(); }
+  void OnSendInitialMetadataDone(bool ok) override {
+    Finish(ok ? ToGrpcStatus(absl::InvalidArgumentError(
+                    "the call carried no whole LookUpRequest message (none was sent, or the "
+                    "stream ended inside it)"))
+              : grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+  }
+  void OnCancel() override {}
+  void OnDone() override { delete this; }
+};
 
 }  // namespace
 
@@ -115,37 +156,31 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
 grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerContext* ctx,
                                                        const grpc::ByteBuffer* request_bytes,
                                                        grpc::ByteBuffer* response_bytes) {
-  // One call's state, alive until its status is sent: the parsed request (the batcher reads its
-  // ids) and the buffer the batcher writes the rows into.
-  struct Call {
-    LookUpRequest request;
-    std::vector<int64_t> shape;
-    DataType out_type;
-    AnswerBuffer rows;
-  };
   if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
     return reactor;
   }
   if (!request_bytes->Valid()) {
     // gRPC hands a raw method no buffer when the client half-closed without a whole message
-    // (none sent, or a length prefix the stream ended short of): that is not an empty request.
-    return FinishNow(ctx, absl::InvalidArgumentError(
-                              "the call carried no whole LookUpRequest message (none was sent, "
-                              "or the stream ended inside it)"));
+    // (none sent, or a length prefix the stream ended short of), or reset the stream first.
+    return new NoMessageCall();
   }
-  auto call = std::make_unique<Call>();
+  auto* call = new LookUpCall();  // deletes itself in OnDone, once Finish has run
+  auto finish = [call](const absl::Status& s) {
+    call->Finish(ToGrpcStatus(s));
+    return call;
+  };
   grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer
   grpc::ProtoBufferReader reader(&copy);
   if (!call->request.ParseFromZeroCopyStream(&reader)) {
-    return FinishNow(ctx, absl::InvalidArgumentError("the request is not a LookUpRequest"));
+    return finish(absl::InvalidArgumentError("the request is not a LookUpRequest"));
   }
   const LookUpRequest& request = call->request;
   absl::StatusOr<ServedTable*> table = FindTable(request.table());
   if (!table.ok()) {
-    return FinishNow(ctx, table.status());
+    return finish(table.status());
   }
   if (absl::Status s = Validate(request, **table, &call->out_type); !s.ok()) {
-    return FinishNow(ctx, s);
+    return finish(s);
   }
   const EmbeddingStore& store = *(*table)->store;
   if (request.shape_size() > 0) {
@@ -156,30 +191,29 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   call->shape.push_back(store.info().dim);
   if (request.ids_size() == 0) {
     *response_bytes = SerializeLookUpAnswer(AnswerBuffer(), call->shape, call->out_type);
-    return FinishNow(ctx, absl::OkStatus());
+    return finish(absl::OkStatus());
   }
-  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  const int num_ids = request.ids_size();  // `call` goes with the request into the batcher
+  const int num_ids = request.ids_size();
   Batcher::Request r;
   r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
   r.out_type = call->out_type;
   r.out = &call->rows;
   r.deadline = absl::FromChrono(ctx->deadline());
-  r.is_cancelled = [ctx] { return ctx->IsCancelled(); };
-  r.done = [reactor, response_bytes, call = std::move(call)](const absl::Status& s) {
+  r.cancelled = &call->cancelled;
+  r.done = [call, response_bytes](const absl::Status& s) {
     if (s.ok()) {
       *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type);
     }
-    reactor->Finish(ToGrpcStatus(s));
+    call->Finish(ToGrpcStatus(s));  // last: OnDone may run inside it and delete `call`
   };
   if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
     metrics_->RejectIds(
         store.info().name,
         s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
         num_ids);
-    reactor->Finish(ToGrpcStatus(s));
+    return finish(s);
   }
-  return reactor;
+  return call;
 }
 
 grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerContext* ctx,

@@ -1,5 +1,8 @@
 // EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
-// hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks.
+// hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks. A
+// LookUp's reactor marks the call cancelled when gRPC reports it so (the client reset the
+// stream, the connection died), and the batcher drops it when its batch forms instead of
+// gathering its rows.
 // LookUp is a raw method: it parses the request itself and sends the answer rows from the
 // batch's own buffer (service/rpc/lookup_answer.h) instead of through protobuf serialization.
 // Thread-safe.

@@ -691,12 +691,15 @@ TEST_F(BatcherTest, DropsACancelledRequest) {
 
   Call cancelled(Iota(1, 5), DataType::kFloat16);
   Call live(Iota(2, 4), DataType::kFloat16);
+  std::atomic<bool> cancelled_flag{false};
+  const std::atomic<bool> live_flag{false};
   Batcher::Request r = cancelled.Request();
-  r.is_cancelled = [] { return true; };
+  r.cancelled = &cancelled_flag;
   EXPECT_THAT(batcher.Submit(std::move(r)), IsOk());
   Batcher::Request l = live.Request();
-  l.is_cancelled = [] { return false; };
+  l.cancelled = &live_flag;
   EXPECT_THAT(batcher.Submit(std::move(l)), IsOk());
+  cancelled_flag.store(true);  // as gRPC's OnCancel does, while the request waits in the queue
   gate.Open();
   batcher.Shutdown();
 
@@ -709,6 +712,62 @@ TEST_F(BatcherTest, DropsACancelledRequest) {
   EXPECT_EQ(CheckRows(live), "");
   EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{2, DataType::kFloat16},
                                         GateStore::Call{4, DataType::kFloat16}));
+}
+
+TEST_F(BatcherTest, CancelledRequestTakesNoRoomInItsBatch) {
+  GateStore gate(store_.get(), /*open=*/false);
+  BatcherOptions options;
+  options.max_batch_ids = 10;
+  Batcher batcher(&gate, options, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+
+  // Queued behind the blocker: 8 ids cancelled, then 2 + 8 live ids. Counting the cancelled ids,
+  // the next batch would hold the 2 only; without them, it holds all 10 live ids.
+  Call cancelled(Iota(1, 8), DataType::kFloat32);
+  Call small(Iota(10, 2), DataType::kFloat32);
+  Call large(Iota(20, 8), DataType::kFloat32);
+  const std::atomic<bool> flag{true};
+  Batcher::Request r = cancelled.Request();
+  r.cancelled = &flag;
+  ASSERT_THAT(batcher.Submit(std::move(r)), IsOk());
+  ASSERT_THAT(batcher.Submit(small.Request()), IsOk());
+  ASSERT_THAT(batcher.Submit(large.Request()), IsOk());
+  gate.Open();
+  batcher.Shutdown();
+
+  EXPECT_THAT(cancelled.status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_TRUE(Untouched(cancelled));
+  EXPECT_EQ(table_metrics_.dropped_cancelled->Value(), 1.0);
+  EXPECT_EQ(CheckRows(small), "");
+  EXPECT_EQ(CheckRows(large), "");
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{1, DataType::kFloat32},
+                                        GateStore::Call{10, DataType::kFloat32}));
+  EXPECT_EQ(batcher.queued_ids_for_test(), 0);
+}
+
+TEST_F(BatcherTest, CancelledRequestOfAnotherTypeDoesNotSetTheBatchType) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);
+
+  Call cancelled(Iota(1, 3), DataType::kFloat16);  // first in the queue, then cancelled
+  Call live(Iota(5, 4), DataType::kBFloat16);
+  const std::atomic<bool> flag{true};
+  Batcher::Request r = cancelled.Request();
+  r.cancelled = &flag;
+  ASSERT_THAT(batcher.Submit(std::move(r)), IsOk());
+  ASSERT_THAT(batcher.Submit(live.Request()), IsOk());
+  gate.Open();
+  batcher.Shutdown();
+
+  EXPECT_THAT(cancelled.status, StatusIs(absl::StatusCode::kCancelled));
+  EXPECT_EQ(CheckRows(live), "");
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{1, DataType::kFloat32},
+                                        GateStore::Call{4, DataType::kBFloat16}));
 }
 
 TEST_F(BatcherTest, BatchOfOnlyDroppedRequestsNeverReachesTheStore) {
