@@ -141,6 +141,14 @@ AnswerBufferPool::~AnswerBufferPool() {
   }
 }
 
+size_t AnswerBufferPool::BlockBytes(size_t size) {
+  if (size == 0) {
+    return 0;
+  }
+  const int c = SizeClass(size);
+  return c < kClasses ? kMinBlockBytes << c : size;
+}
+
 AnswerBuffer AnswerBufferPool::Acquire(size_t size) {
   if (size == 0) {
     return AnswerBuffer();

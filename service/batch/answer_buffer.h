@@ -81,6 +81,9 @@ class AnswerBufferPool {
   AnswerBufferPool(const AnswerBufferPool&) = delete;
   AnswerBufferPool& operator=(const AnswerBufferPool&) = delete;
 
+  // The bytes a buffer of `size` bytes occupies at most: its size class's block (0 for 0).
+  static size_t BlockBytes(size_t size);
+
   // A buffer of `size` uninitialised bytes: an idle block of its size class if there is one, else
   // a fresh block (pooled while the pool's bound allows, after freeing idle blocks of other
   // classes if that makes room; otherwise of exactly `size` bytes, freed after use). An empty

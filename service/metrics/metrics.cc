@@ -112,6 +112,13 @@ Metrics::Metrics()
                        .Name("embedding_table_bytes")
                        .Help("Bytes each loaded table occupies on its device.")
                        .Register(*registry_)),
+      unsent_answer_bytes_(BuildGauge()
+                               .Name("embedding_unsent_answer_bytes")
+                               .Help("Bytes of answer memory held for LookUps from admission "
+                                     "until gRPC has sent (or dropped) their answers; bounded "
+                                     "by --max_unsent_answer_bytes.")
+                               .Register(*registry_)
+                               .Add({})),
       grpc_started_(BuildCounter()
                         .Name("grpc_server_started_total")
                         .Help("RPCs started on the server.")

@@ -53,6 +53,10 @@ class Metrics {
   // service/rpc/request_validation.h).
   void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
 
+  // Bytes of answer memory held for LookUps whose answers gRPC has not yet sent or dropped
+  // (service/rpc/unsent_answers.h).
+  prometheus::Gauge& unsent_answer_bytes() { return unsent_answer_bytes_; }
+
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
   static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
 
@@ -86,6 +90,7 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& table_rows_;
   prometheus::Family<prometheus::Gauge>& table_dim_;
   prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Gauge& unsent_answer_bytes_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;
   prometheus::Family<prometheus::Histogram>& grpc_handling_;

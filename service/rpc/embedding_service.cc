@@ -30,7 +30,8 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 }
 
 // One LookUp from its handler to OnDone: its reactor, the parsed request (the batcher reads its
-// ids) and the buffer the batcher writes the rows into.
+// ids), the buffer the batcher writes the rows into, and the call's claim on the bound of
+// unsent answers (which goes with the rows to gRPC, or is given back when the call fails).
 class LookUpCall final : public grpc::ServerUnaryReactor {
  public:
   // gRPC runs it once the call is cancelled (the client reset the stream or went away, or the
@@ -46,6 +47,7 @@ class LookUpCall final : public grpc::ServerUnaryReactor {
   std::vector<int64_t> shape;
   DataType out_type = DataType::kFloat32;
   AnswerBuffer rows;
+  UnsentAnswers::Claim claim;
   std::atomic<bool> cancelled{false};
 };
 
@@ -71,7 +73,12 @@ class NoMessageCall final : public grpc::ServerUnaryReactor {
 }  // namespace
 
 EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics)
-    : limits_(limits), metrics_(metrics) {}
+    : limits_(limits),
+      metrics_(metrics),
+      unsent_answers_(
+          UnsentAnswers::Bounds{static_cast<size_t>(limits.max_unsent_answer_bytes),
+                                static_cast<size_t>(limits.max_unsent_answer_bytes_per_connection)},
+          &metrics->unsent_answer_bytes()) {}
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
   tables_.store(tables, std::memory_order_release);
@@ -166,6 +173,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   }
   auto* call = new LookUpCall();  // deletes itself in OnDone, once Finish has run
   auto finish = [call](const absl::Status& s) {
+    call->claim = UnsentAnswers::Claim();  // nothing to hold for a failed call
     call->Finish(ToGrpcStatus(s));
     return call;
   };
@@ -194,6 +202,20 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     return finish(absl::OkStatus());
   }
   const int num_ids = request.ids_size();
+  // Validate bounded the answer by max_response_bytes, so this does not overflow.
+  const size_t answer_bytes = static_cast<size_t>(num_ids) * static_cast<size_t>(store.info().dim) *
+                              ElementSize(call->out_type);
+  UnsentAnswers::Bound refused_by;
+  absl::StatusOr<UnsentAnswers::Claim> claim =
+      unsent_answers_.Take(ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), &refused_by);
+  if (!claim.ok()) {
+    metrics_->RejectIds(store.info().name,
+                        refused_by == UnsentAnswers::Bound::kConnection ? kRejectUnsentConnection
+                                                                        : kRejectUnsentTotal,
+                        num_ids);
+    return finish(claim.status());
+  }
+  call->claim = *std::move(claim);
   Batcher::Request r;
   r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
   r.out_type = call->out_type;
@@ -201,8 +223,12 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   r.deadline = absl::FromChrono(ctx->deadline());
   r.cancelled = &call->cancelled;
   r.done = [call, response_bytes](const absl::Status& s) {
-    if (s.ok()) {
-      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type);
+    if (!s.ok()) {
+      call->claim = UnsentAnswers::Claim();
+    } else {
+      // The rows and their claim go to gRPC, which gives both back once it has sent them.
+      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type,
+                                              std::move(call->claim));
     }
     call->Finish(ToGrpcStatus(s));  // last: OnDone may run inside it and delete `call`
   };

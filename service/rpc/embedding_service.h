@@ -1,8 +1,8 @@
 // EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
-// hands it to its table's Batcher and returns; the batcher finishes the call. Never blocks. A
-// LookUp's reactor marks the call cancelled when gRPC reports it so (the client reset the
-// stream, the connection died), and the batcher drops it when its batch forms instead of
-// gathering its rows.
+// admits it under the bound on unsent answers (UnsentAnswers), hands it to its table's Batcher
+// and returns; the batcher finishes the call. Never blocks. A LookUp's reactor marks the call
+// cancelled when gRPC reports it so (the client reset the stream, the connection died), and the
+// batcher drops it when its batch forms instead of gathering its rows.
 // LookUp is a raw method: it parses the request itself and sends the answer rows from the
 // batch's own buffer (service/rpc/lookup_answer.h) instead of through protobuf serialization.
 // Thread-safe.
@@ -21,6 +21,7 @@
 #include "embedding/v1/embedding_service.grpc.pb.h"
 #include "service/batch/batcher.h"
 #include "service/metrics/metrics.h"
+#include "service/rpc/unsent_answers.h"
 #include "service/store/embedding_store.h"
 
 namespace emb::service {
@@ -28,6 +29,13 @@ namespace emb::service {
 struct ServiceLimits {
   int64_t max_request_ids = 65536;
   int64_t max_response_bytes = 128 << 20;
+  // The bound on answer memory held for calls whose answers gRPC has not yet sent (from
+  // admission on: queued, gathered, waiting for the client to read them), for all connections
+  // together and for each connection (service/rpc/unsent_answers.h). A LookUp that would pass
+  // either is refused RESOURCE_EXHAUSTED. The server requires per_connection to hold one answer
+  // of max_response_bytes (its pool block), and total to hold per_connection.
+  int64_t max_unsent_answer_bytes = int64_t{2} << 30;
+  int64_t max_unsent_answer_bytes_per_connection = int64_t{256} << 20;
 };
 
 // One served table: its store and batcher. The service holds them in flag order, default first.
@@ -77,6 +85,7 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
 
   const ServiceLimits limits_;
   Metrics* const metrics_;
+  UnsentAnswers unsent_answers_;
   std::atomic<std::vector<ServedTable>*> tables_{nullptr};
   std::atomic<Gate> gate_{Gate::kOpen};  // read without mu_ on every call; changed under mu_
   mutable absl::Mutex mu_;

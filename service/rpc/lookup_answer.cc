@@ -1,6 +1,7 @@
 #include "service/rpc/lookup_answer.h"
 
 #include <string>
+#include <utility>
 
 #include "embedding/v1/embedding_service.pb.h"
 #include "grpcpp/support/slice.h"
@@ -17,10 +18,22 @@ void AppendVarint(uint64_t v, std::string* out) {
   out->push_back(static_cast<char>(v));
 }
 
+// The rows' buffer and claim, until gRPC is done with the rows' slice.
+struct SentRows {
+  void* buffer;  // an AnswerBuffer handle
+  UnsentAnswers::Claim claim;
+};
+
+void ReleaseSentRows(void* p) {
+  auto* rows = static_cast<SentRows*>(p);
+  AnswerBuffer::Recycle(rows->buffer);
+  delete rows;  // gives the claim back
+}
+
 }  // namespace
 
 grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64_t> shape,
-                                       DataType dtype) {
+                                       DataType dtype, UnsentAnswers::Claim claim) {
   // Fields in number order, as protobuf writes them: 1 (embeddings), 2 (shape), 3 (dtype).
   std::string head;
   if (!rows.empty()) {
@@ -36,7 +49,12 @@ grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64
     slices[n++] = grpc::Slice(head);
     const size_t size = rows.size();
     void* data = rows.data();
-    slices[n++] = grpc::Slice(data, size, &AnswerBuffer::Recycle, rows.ReleaseHandle());
+    if (claim.bytes() == 0) {
+      slices[n++] = grpc::Slice(data, size, &AnswerBuffer::Recycle, rows.ReleaseHandle());
+    } else {
+      slices[n++] = grpc::Slice(data, size, &ReleaseSentRows,
+                                new SentRows{rows.ReleaseHandle(), std::move(claim)});
+    }
   }
   slices[n++] = grpc::Slice(tail.SerializeAsString());
   return grpc::ByteBuffer(slices, n);

@@ -11,6 +11,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "kernels/data_type.h"
 #include "service/batch/answer_buffer.h"
+#include "service/rpc/unsent_answers.h"
 
 namespace emb::service {
 
@@ -18,9 +19,10 @@ namespace emb::service {
 // length of `embeddings`, the rows themselves (taken over, not copied: the slice's destroy
 // callback returns the buffer to its pool once gRPC is done with it, on whatever thread that
 // is), then `shape` and `dtype`. Parses as the same message as LookUpResponse::SerializeAsString()
-// gives.
+// gives. `claim`, the rows' share of the bound on unsent answers, is given back with the buffer.
 grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64_t> shape,
-                                       DataType dtype);
+                                       DataType dtype,
+                                       UnsentAnswers::Claim claim = UnsentAnswers::Claim());
 
 }  // namespace emb::service
 

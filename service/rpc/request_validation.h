@@ -24,6 +24,10 @@ inline constexpr absl::string_view kRejectTooManyIds = "too_many_ids";
 inline constexpr absl::string_view kRejectAnswerTooLarge = "answer_too_large";
 inline constexpr absl::string_view kRejectQueueFull = "queue_full";
 inline constexpr absl::string_view kRejectUnavailable = "unavailable";
+// Refused by the bound on answers not yet sent (service/rpc/unsent_answers.h): this connection's,
+// or all connections' together.
+inline constexpr absl::string_view kRejectUnsentConnection = "unsent_answers_connection";
+inline constexpr absl::string_view kRejectUnsentTotal = "unsent_answers_total";
 
 // What a request is checked against: the table it names.
 struct RequestTable {

@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/resource_quota.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "service/common/log.h"
@@ -39,6 +40,9 @@ constexpr size_t kMetricsThreads = 8;
 // Room in a message around the payload: field tags, the shape, the table name.
 constexpr int64_t kMessageSlack = 64 << 10;
 
+// The most bytes of headers one call may send (GRPC_ARG_MAX_METADATA_SIZE).
+constexpr int kMaxMetadataBytes = 8 << 10;
+
 // The settings besides the listen addresses (Start parses those first).
 absl::Status CheckConfig(const ServerConfig& c) {
   if (c.batcher.max_batch_ids <= 0 || c.limits.max_request_ids <= 0 ||
@@ -55,6 +59,25 @@ absl::Status CheckConfig(const ServerConfig& c) {
   if (c.limits.max_response_bytes <= 0 ||
       c.limits.max_response_bytes > (int64_t{1} << 31) - kMessageSlack - 1) {
     return absl::InvalidArgumentError("--max_response_bytes must be in [1, 2 GiB - 64 KiB)");
+  }
+  const auto max_answer_block = static_cast<int64_t>(
+      AnswerBufferPool::BlockBytes(static_cast<size_t>(c.limits.max_response_bytes)));
+  if (c.limits.max_unsent_answer_bytes_per_connection < max_answer_block) {
+    return absl::InvalidArgumentError(absl::StrCat("--max_unsent_answer_bytes_per_connection (",
+                                                   c.limits.max_unsent_answer_bytes_per_connection,
+                                                   ") must hold one answer of "
+                                                   "--max_response_bytes (",
+                                                   c.limits.max_response_bytes, ", in a block of ",
+                                                   max_answer_block, " bytes)"));
+  }
+  if (c.limits.max_unsent_answer_bytes < c.limits.max_unsent_answer_bytes_per_connection) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_unsent_answer_bytes (", c.limits.max_unsent_answer_bytes,
+                     ") must be at least --max_unsent_answer_bytes_per_connection (",
+                     c.limits.max_unsent_answer_bytes_per_connection, ")"));
+  }
+  if (c.grpc_memory_bytes == 0) {
+    return absl::InvalidArgumentError("--grpc_memory_bytes must be positive");
   }
   if (c.max_concurrent_streams < 0) {
     return absl::InvalidArgumentError("--max_concurrent_streams must not be negative");
@@ -154,6 +177,20 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   if (config.max_concurrent_streams > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
   }
+  // What a client can make the server hold (issue 21). gRPC 1.51 has no
+  // lever on streams opened before the client acknowledges SETTINGS, nor on the data queued for
+  // a client that reads nothing (GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE only caps buffered writes that
+  // ask for it), so answers are bounded by our own admission (UnsentAnswers):
+  //   answer memory <= --answer_pool_bytes (idle blocks kept for reuse)
+  //                    + --max_unsent_answer_bytes (answers admitted and not yet sent),
+  //   one connection's unsent answers <= --max_unsent_answer_bytes_per_connection.
+  // gRPC's own memory (read buffers, calls, headers) is bounded by its resource quota, and the
+  // headers of one call by GRPC_ARG_MAX_METADATA_SIZE (sent to clients as
+  // SETTINGS_MAX_HEADER_LIST_SIZE; 8 KiB is also 1.51's default).
+  grpc::ResourceQuota quota;
+  quota.Resize(config.grpc_memory_bytes);
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeCallMetricsFactory(server->metrics_.get(), &server->active_calls_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
@@ -183,6 +220,9 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     config.before_serving();
   }
   server->health_->SetServing(true);
+  LogInfo("answers not yet sent are bounded to ", config.limits.max_unsent_answer_bytes, " bytes, ",
+          config.limits.max_unsent_answer_bytes_per_connection,
+          " per connection; gRPC's own memory to ", config.grpc_memory_bytes, " bytes");
   LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
   return server;
 }

@@ -42,8 +42,14 @@ struct ServerConfig {
   size_t answer_pool_bytes = AnswerBufferPool::kDefaultMaxBytes;
   ServiceLimits limits;
   // Calls in progress per connection that gRPC lets a client have; more wait on the client
-  // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). 0: no limit.
+  // (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS). 0: no limit. gRPC 1.51 applies it only to clients
+  // that acknowledge the server's SETTINGS: the memory a connection can hold is bounded by
+  // limits.max_unsent_answer_bytes_per_connection instead.
   int max_concurrent_streams = 128;
+  // The memory gRPC itself may use (its grpc::ResourceQuota): read buffers, calls' arenas,
+  // headers. Past it gRPC reclaims: it closes idle connections and cancels streams. Answers are
+  // not in it (they are ours: limits.max_unsent_answer_bytes bounds them).
+  size_t grpc_memory_bytes = size_t{1} << 30;
   // The stores' options. Their max_batch_ids is set from batcher.max_batch_ids. on_device_lost
   // is required: called (after health goes NOT_SERVING) when the device is lost; must not return.
   StoreOptions store;

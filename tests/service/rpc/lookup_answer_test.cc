@@ -89,5 +89,24 @@ TEST(SerializeLookUpAnswer, SendsTheRowsFromTheBufferAndReturnsItWhenGrpcIsDone)
   EXPECT_EQ(pool.Acquire(rows.size()).data(), data);
 }
 
+TEST(SerializeLookUpAnswer, GivesTheClaimBackWithTheRows) {
+  AnswerBufferPool pool;
+  UnsentAnswers unsent({.total = 8 << 20, .per_connection = 8 << 20}, nullptr);
+  UnsentAnswers::Bound bound;
+  absl::StatusOr<UnsentAnswers::Claim> claim = unsent.Take("peer", 4 << 20, &bound);
+  ASSERT_TRUE(claim.ok());
+  const std::vector<int64_t> shape = {1024, 768};
+  {
+    grpc::ByteBuffer wire = SerializeLookUpAnswer(BufferOf(std::string(3 << 20, 'r'), &pool), shape,
+                                                  DataType::kFloat32, *std::move(claim));
+    grpc::ByteBuffer copy = wire;  // gRPC's own references to the rows' slice
+    wire.Clear();
+    EXPECT_EQ(unsent.held_bytes(), size_t{4} << 20) << "given back while gRPC holds the rows";
+    EXPECT_EQ(pool.stats().idle_bytes, 0u);
+  }
+  EXPECT_EQ(unsent.held_bytes(), 0u);
+  EXPECT_EQ(pool.stats().idle_bytes, size_t{4} << 20);
+}
+
 }  // namespace
 }  // namespace emb::service
