@@ -1,10 +1,13 @@
 """Checks what the rendered manifests promise beyond their schemas (tests/deploy/k8s_render_check.sh).
 
-  k8s_facts.py GPU.yaml CPU.yaml ADAPTER.yaml RULES.yml
+  k8s_facts.py GPU.yaml CPU.yaml HARDENED.yaml ADAPTER.yaml RULES.yml NGHTTPX.conf
 
 Each overlay: the device flag and GPU resource, the probes, the grace period against the flags,
 the security context, the Services, the HPA metric against the prometheus-adapter rule, the
-PodMonitor's port, and the PrometheusRule equal to deploy/prometheus's rules.
+PodMonitor's port, and the PrometheusRule equal to deploy/prometheus's rules. The hardened
+overlay (the cpu one behind the nghttpx sidecar) also: the sidecar, its config equal to
+deploy/proxy/nghttpx.conf, and the ports that config, the containers, the probes, the Services
+and the NetworkPolicy agree on.
 """
 import re
 import sys
@@ -30,26 +33,33 @@ def one(objs, kind, name=None):
 
 
 def flags_of(objs):
-    """--name=value pairs in the ConfigMap's flag files, in order, and its other keys."""
-    data = one(objs, "ConfigMap")["data"]
+    """--name=value pairs in the server's flag files, in its --flagfile order (a later file's
+    value wins, as in the server), and the other keys of their ConfigMap."""
+    pod = one(objs, "Deployment")["spec"]["template"]["spec"]
+    [c] = pod["containers"]
+    [volume] = [v for v in pod["volumes"] if v["name"] == "flags"]
+    [mount] = [m for m in c["volumeMounts"] if m["name"] == "flags"]
+    data = one(objs, "ConfigMap", volume["configMap"]["name"])["data"]
+    [flagfile] = [a for a in c["args"] if a.startswith("--flagfile=")]
     flags = {}
-    for key, text in data.items():
-        if key.endswith(".flags"):
-            for line in text.splitlines():
-                m = re.match(r"^--([a-z_]+)=(.*)$", line)
-                if m:
-                    flags[m[1]] = m[2]
+    for path in flagfile.split("=", 1)[1].split(","):
+        assert path.startswith(mount["mountPath"] + "/"), f"{path} is not in the flags volume"
+        for line in data[path.rsplit("/", 1)[1]].splitlines():
+            m = re.match(r"^--([a-z_]+)=(.*)$", line)
+            if m:
+                flags[m[1]] = m[2]
     return flags, data
 
 
-def check_overlay(name, objs, rules, adapter_metric):
+def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_name="grpc"):
+    """`grpc_port`: the server's gRPC port (the hardened overlay moves it behind the proxy)."""
     deploy = one(objs, "Deployment")
     pod = deploy["spec"]["template"]["spec"]
     [c] = pod["containers"]
     flags, _ = flags_of(objs)
     res = c["resources"]
     gpus = res.get("limits", {}).get("nvidia.com/gpu")
-    if name == "gpu":
+    if name == "gpu":  # the hardened overlay is the cpu one behind the proxy
         check(gpus == 1 and res["requests"].get("nvidia.com/gpu") == 1, "gpu: nvidia.com/gpu: 1")
         check(flags.get("device") == "cuda", f"gpu: --device={flags.get('device')}, want cuda")
     else:
@@ -59,12 +69,14 @@ def check_overlay(name, objs, rules, adapter_metric):
           f"{name}: cpu/memory requests and a memory limit")
 
     ports = {p["name"]: p["containerPort"] for p in c["ports"]}
-    check(ports.get("grpc") == 50051 and "metrics" in ports, f"{name}: ports grpc 50051, metrics")
-    check(flags.get("grpc_address", "").endswith(":50051"), f"{name}: --grpc_address on 50051")
+    check(ports.get(grpc_port_name) == grpc_port and "metrics" in ports,
+          f"{name}: ports {grpc_port_name} {grpc_port}, metrics")
+    check(flags.get("grpc_address", "").endswith(f":{grpc_port}"),
+          f"{name}: --grpc_address on {grpc_port}")
     check(flags.get("metrics_address", "").endswith(f":{ports.get('metrics')}"),
           f"{name}: --metrics_address on the metrics port")
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
-        check(c[probe]["grpc"]["port"] == 50051, f"{name}: {probe} on the gRPC port")
+        check(c[probe]["grpc"]["port"] == grpc_port, f"{name}: {probe} on the gRPC port")
     check(c["readinessProbe"]["grpc"]["service"] == "embedding.v1.EmbeddingService",
           f"{name}: readiness on embedding.v1.EmbeddingService")
     check(c["livenessProbe"]["grpc"]["service"] == "", f'{name}: liveness on ""')
@@ -93,8 +105,8 @@ def check_overlay(name, objs, rules, adapter_metric):
     cluster_ip = [s for s in services if s["spec"].get("type") == "ClusterIP"]
     check(len(headless) == 1 and len(cluster_ip) == 1, f"{name}: a ClusterIP and a headless Service")
     for s in services:
-        check(all(p.get("appProtocol") == "grpc" for p in s["spec"]["ports"]),
-              f"{name}: Service {s['metadata']['name']} ports have appProtocol grpc")
+        check(all(p.get("appProtocol") == "grpc" and p["port"] == 50051 for p in s["spec"]["ports"]),
+              f"{name}: Service {s['metadata']['name']} ports are 50051 with appProtocol grpc")
         check(s["spec"]["selector"].items() <= pod_labels(deploy).items(),
               f"{name}: Service {s['metadata']['name']} selects the pods")
 
@@ -118,19 +130,103 @@ def pod_labels(deploy):
     return deploy["spec"]["template"]["metadata"]["labels"]
 
 
+def nghttpx_conf(text):
+    """nghttpx's config as {key: [values]} (keys such as frontend and backend may repeat)."""
+    conf = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            conf.setdefault(key.strip(), []).append(value.strip())
+    return conf
+
+
+def check_front(objs, conf_text):
+    """The hardened overlay's nghttpx sidecar, the config it mounts, and the ports around it."""
+    name = "hardened"
+    deploy = one(objs, "Deployment")
+    pod = deploy["spec"]["template"]["spec"]
+    [server] = pod["containers"]
+    [proxy] = pod.get("initContainers", [])
+    check(proxy.get("restartPolicy") == "Always", f"{name}: the proxy is a native sidecar "
+          "(an init container with restartPolicy Always, stopped after the server)")
+    check(proxy["image"].split(":")[0] == "embedding-proxy", f"{name}: proxy image embedding-proxy")
+
+    mounts = {m["name"]: m for m in proxy["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    [conf_arg] = [a for a in proxy["args"] if a.startswith("--conf=")]
+    conf_path = conf_arg.split("=", 1)[1]
+    [(mount, key)] = [(m, conf_path[len(m["mountPath"]) + 1:]) for m in mounts.values()
+                      if conf_path.startswith(m["mountPath"] + "/")]
+    check(mount.get("readOnly") is True, f"{name}: the proxy's config is mounted read-only")
+    config_map = one(objs, "ConfigMap", volumes[mount["name"]]["configMap"]["name"])
+    check(config_map["data"].get(key) == conf_text,
+          f"{name}: the proxy's {conf_path} is deploy/proxy/nghttpx.conf")
+
+    conf = nghttpx_conf(conf_text)
+    [frontend] = conf["frontend"]
+    [backend] = conf["backend"]
+    front_port = int(frontend.split(";")[0].split(",")[1])
+    back_host, back_port = backend.split(";")[0].split(",")
+    check("no-tls" in frontend.split(";"), f"{name}: the proxy's frontend is plaintext h2c")
+    check("proto=h2" in backend.split(";"), f"{name}: the proxy speaks HTTP/2 to the server")
+    flags, _ = flags_of(objs)
+    server_ports = {p["name"]: p["containerPort"] for p in server["ports"]}
+    check(back_host == "127.0.0.1" and int(back_port) == server_ports.get("grpc-direct")
+          and flags["grpc_address"] == f"0.0.0.0:{back_port}",
+          f"{name}: the proxy's backend {backend} is the server's port grpc-direct "
+          f"({server_ports.get('grpc-direct')}, --grpc_address={flags['grpc_address']})")
+    proxy_ports = {p["name"]: p["containerPort"] for p in proxy["ports"]}
+    check(proxy_ports == {"grpc": front_port} and front_port == 50051,
+          f"{name}: the proxy's port grpc is its frontend, 50051 ({proxy_ports}, {frontend})")
+    check(front_port not in server_ports.values(), f"{name}: the server is not on the proxy's port")
+    for s in (o for o in objs if o["kind"] == "Service"):
+        check(all(p["targetPort"] == front_port for p in s["spec"]["ports"]),
+              f"{name}: Service {s['metadata']['name']} targets the proxy's port {front_port}")
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        check(server[probe]["grpc"]["port"] == int(back_port),
+              f"{name}: the server's {probe} goes straight to it (port {back_port})")
+    check("startupProbe" not in proxy, f"{name}: the proxy has no startup probe (it would hold "
+          "the server's start)")
+    ready = proxy.get("readinessProbe", {}).get("grpc", {})
+    check(ready.get("port") == front_port and ready.get("service") == "embedding.v1.EmbeddingService",
+          f"{name}: the proxy's readiness checks the server's health through the proxy")
+    check(proxy.get("livenessProbe", {}).get("tcpSocket", {}).get("port") == front_port,
+          f"{name}: the proxy's liveness on its own port")
+    res = proxy["resources"]
+    check({"cpu", "memory"} <= res["requests"].keys() and {"cpu", "memory"} <= res["limits"].keys(),
+          f"{name}: the proxy has cpu/memory requests and limits")
+    sc = proxy["securityContext"]
+    check(sc.get("readOnlyRootFilesystem") is True and sc.get("allowPrivilegeEscalation") is False
+          and sc.get("capabilities", {}).get("drop") == ["ALL"],
+          f"{name}: the proxy: read-only root filesystem, no privilege escalation, no capabilities")
+
+    policy = one(objs, "NetworkPolicy")
+    check(policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels(deploy).items(),
+          f"{name}: the NetworkPolicy selects the pods")
+    allowed = {p["port"] for rule in policy["spec"]["ingress"] for p in rule.get("ports", [])}
+    check(policy["spec"]["policyTypes"] == ["Ingress"]
+          and all(rule.get("ports") and "from" not in rule for rule in policy["spec"]["ingress"])
+          and allowed == {front_port, server_ports["metrics"]},
+          f"{name}: the NetworkPolicy admits only the proxy's and the metrics ports ({allowed}), "
+          f"not the server's {back_port}")
+
+
 def main():
-    gpu, cpu, adapter, rules_path = sys.argv[1:]
+    gpu, cpu, hardened, adapter, rules_path, conf_path = sys.argv[1:]
     rules = yaml.safe_load(open(rules_path))
     config = yaml.safe_load(one(load(adapter), "ConfigMap")["data"]["config.yaml"])
     [adapter_metric] = [r["name"]["as"] for r in config["rules"]]
     check_overlay("gpu", load(gpu), rules, adapter_metric)
     check_overlay("cpu", load(cpu), rules, adapter_metric)
+    check_overlay("hardened", load(hardened), rules, adapter_metric, 50052, "grpc-direct")
+    check_front(load(hardened), open(conf_path).read())
     for f in failures:
         print(f"FAIL: {f}", file=sys.stderr)
     if failures:
         sys.exit(1)
     print("rendered overlays: device, probes, grace period, security, Services, HPA, "
-          "PodMonitor and PrometheusRule as promised")
+          "PodMonitor and PrometheusRule as promised; the hardened one's proxy sidecar, config, "
+          "ports and NetworkPolicy agree")
 
 
 main()

@@ -8,12 +8,12 @@ source "$(dirname "$0")/../tools/lib.sh"
 source "$(dirname "$0")/lib.sh"
 SERVER=$1 CLIENT=$2
 need_kustomize
-gpu=$(render overlays/gpu) cpu=$(render overlays/cpu)
+gpu=$(render overlays/gpu) cpu=$(render overlays/cpu) hardened=$(render overlays/hardened)
 
 "$SERVER" --helpfull >"$WORK/help" 2>&1 || true  # Abseil exits 1 after printing help
 sed -n 's/^ *--\([a-z_0-9]*\) (.*/\1/p' "$WORK/help" | sort -u >"$WORK/known"
 [[ $(wc -l <"$WORK/known") -ge 20 ]] || fail "could not read the flags from --helpfull"
-"$PY" "$ROOT/tests/deploy/k8s_container.py" flags "$gpu" "$cpu" | sort -u >"$WORK/used"
+"$PY" "$ROOT/tests/deploy/k8s_container.py" flags "$gpu" "$cpu" "$hardened" | sort -u >"$WORK/used"
 unknown=$(comm -23 "$WORK/used" "$WORK/known")
 [[ -z $unknown ]] || fail "flags in deploy/k8s that embedding-server does not define: $unknown"
 echo "flags: the $(wc -l <"$WORK/used") that deploy/k8s passes are all in embedding-server --helpfull"
@@ -31,18 +31,20 @@ grep -q "table '$table_name' loaded: 1000 rows x 16 dims" "$SERVER_LOG" ||
   { cat "$SERVER_LOG"; fail "the server did not load table '$table_name' from $table_path"; }
 echo "cpu overlay's command line: the server serves table '$table_name'"
 
-mapfile -t services < <("$PY" - "$gpu" "$cpu" <<'PY'
+mapfile -t services < <("$PY" - "$gpu" "$cpu" "$hardened" <<'PY'
 import sys, yaml
 for path in sys.argv[1:]:
     for o in yaml.safe_load_all(open(path)):
         if o and o["kind"] == "Deployment":
-            for c in o["spec"]["template"]["spec"]["containers"]:
+            pod = o["spec"]["template"]["spec"]
+            for c in pod["containers"] + pod.get("initContainers", []):
                 for p in ("startupProbe", "readinessProbe", "livenessProbe"):
                     if "grpc" in c.get(p, {}):
                         print(c[p]["grpc"].get("service", ""))
 PY
 )
-[[ ${#services[@]} -eq 6 ]] || fail "expected 3 gRPC probes per overlay, found ${#services[@]}"
+# 3 per overlay, and the hardened overlay's proxy sidecar's readiness (through it to the server).
+[[ ${#services[@]} -eq 10 ]] || fail "expected 10 gRPC probes in the overlays, found ${#services[@]}"
 while IFS= read -r service; do  # "" is a name too: the whole server
   status=$("$CLIENT" --target=127.0.0.1:$GRPC_PORT health "$service" 2>&1) ||
     fail "health Check of probe service '$service': $status"
