@@ -68,8 +68,21 @@ ABSL_FLAG(int64_t, answer_pool_bytes, int64_t{1} << 30,
           "beyond it use memory allocated per call, which a GPU table fills through a host copy.");
 ABSL_FLAG(int32_t, max_concurrent_streams, 128,
           "Calls in progress that one client connection may have (HTTP/2 "
-          "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on the client, so that a flood queues "
-          "there rather than in this server's memory. 0: no limit.");
+          "SETTINGS_MAX_CONCURRENT_STREAMS); more wait on a well-behaved client. gRPC applies it "
+          "only to clients that acknowledge its SETTINGS: the memory any client can hold is "
+          "bounded by --max_unsent_answer_bytes_per_connection instead. 0: no limit.");
+ABSL_FLAG(int64_t, max_unsent_answer_bytes, int64_t{2} << 30,
+          "Most bytes of answers held for calls whose answers are not yet sent, all connections "
+          "together (from admission: queued, gathered, or waiting for a client that does not "
+          "read); a LookUp past it is refused RESOURCE_EXHAUSTED. At least "
+          "--max_unsent_answer_bytes_per_connection.");
+ABSL_FLAG(int64_t, max_unsent_answer_bytes_per_connection, int64_t{256} << 20,
+          "The same bound for each client connection, whatever the client does (gRPC applies "
+          "--max_concurrent_streams only to clients that acknowledge its SETTINGS). Must hold "
+          "one answer of --max_response_bytes rounded up to a power of two.");
+ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{1} << 30,
+          "Memory gRPC itself may use (its resource quota: read buffers, calls, headers; not the "
+          "answers); past it gRPC closes idle connections and cancels streams.");
 ABSL_FLAG(int32_t, inflight_batches, 4,
           "GPU: batches in flight per table, each on its own stream with its own buffers.");
 ABSL_FLAG(int64_t, completion_poll_us, 500,
@@ -221,6 +234,13 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.batcher.max_queue_ids = absl::GetFlag(FLAGS_max_queue_ids);
   c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  c.limits.max_unsent_answer_bytes = absl::GetFlag(FLAGS_max_unsent_answer_bytes);
+  c.limits.max_unsent_answer_bytes_per_connection =
+      absl::GetFlag(FLAGS_max_unsent_answer_bytes_per_connection);
+  if (absl::GetFlag(FLAGS_grpc_memory_bytes) <= 0) {
+    return absl::InvalidArgumentError("--grpc_memory_bytes must be positive");
+  }
+  c.grpc_memory_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_grpc_memory_bytes));
   c.store.inflight_batches = absl::GetFlag(FLAGS_inflight_batches);
   c.max_concurrent_streams = absl::GetFlag(FLAGS_max_concurrent_streams);
   c.store.completion_poll = absl::Microseconds(absl::GetFlag(FLAGS_completion_poll_us));

@@ -83,6 +83,10 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
       {"--shutdown_timeout_seconds=nan", "--shutdown_timeout_seconds=nan: must be in"},
       {"--table=noequals", "--table=noequals: expected NAME=PATH"},
       {"--default_table=nope", "--default_table=nope names no --table"},
+      {"--max_unsent_answer_bytes_per_connection=1000",
+       "--max_unsent_answer_bytes_per_connection (1000)"},
+      {"--max_unsent_answer_bytes=1000", "--max_unsent_answer_bytes (1000) must be at least"},
+      {"--grpc_memory_bytes=0", "--grpc_memory_bytes must be positive"},
   };
   for (const auto& [flag, message] : cases) {
     const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
