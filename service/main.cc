@@ -8,10 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
@@ -342,21 +344,25 @@ int main(int argc, char** argv) {
   sigaddset(&stop_signals, SIGINT);
   sigaddset(&stop_signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-  absl::Mutex mu;
-  bool serving = false;  // guarded by mu
-  int stop_signal = 0;   // guarded by mu
-  std::thread waiter([&] {
+  // The state the signal thread shares with main, on the heap: the thread is detached and may
+  // first run after main has returned (a start-up failure), so it must not touch main's stack.
+  struct StopState {
+    absl::Mutex mu;
+    bool serving ABSL_GUARDED_BY(mu) = false;
+    int signal ABSL_GUARDED_BY(mu) = 0;
+  };
+  auto stop = std::make_shared<StopState>();
+  std::thread([stop, stop_signals] {
     int signal = 0;
     sigwait(&stop_signals, &signal);
-    absl::MutexLock lock(&mu);
-    if (!serving) {
+    absl::MutexLock lock(&stop->mu);
+    if (!stop->serving) {
       LogInfo("received ", SignalName(signal),
               " during start-up: stopping before serving (exit status 0)");
       std::_Exit(0);
     }
-    stop_signal = signal;
-  });
-  waiter.detach();  // it ends the process during start-up, or returns after the signal
+    stop->signal = signal;
+  }).detach();  // it ends the process during start-up, or returns after the signal
 
   RaiseOpenFileLimit();
   absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags(table_flags);
@@ -364,9 +370,9 @@ int main(int argc, char** argv) {
     LogError("stopping: ", config.status().message());
     return 2;
   }
-  config->before_serving = [&] {
-    absl::MutexLock lock(&mu);
-    serving = true;  // a signal from here on drains; one before ended start-up
+  config->before_serving = [stop] {
+    absl::MutexLock lock(&stop->mu);
+    stop->serving = true;  // a signal from here on drains; one before ended start-up
   };
   absl::StatusOr<std::unique_ptr<emb::service::EmbeddingServer>> server =
       emb::service::EmbeddingServer::Start(*config);
@@ -376,10 +382,10 @@ int main(int argc, char** argv) {
   }
   int signal = 0;
   {
-    absl::MutexLock lock(&mu);
-    mu.Await(absl::Condition(
-        +[](int* s) { return *s != 0; }, &stop_signal));
-    signal = stop_signal;
+    absl::MutexLock lock(&stop->mu);
+    stop->mu.Await(absl::Condition(
+        +[](StopState* s) ABSL_NO_THREAD_SAFETY_ANALYSIS { return s->signal != 0; }, stop.get()));
+    signal = stop->signal;
   }
   const double drain = absl::GetFlag(FLAGS_drain_seconds);
   // Health changes before the log line says so: whoever reads the log may then rely on it.
