@@ -80,20 +80,38 @@ class EmbeddingClient:
         self._channel.close()
 
     def look_up(self, ids, table="", dtype=None, timeout=None):
-        """Rows of `ids` (any int array shape) as a numpy array of shape ids.shape + (dim,).
+        """Rows of `ids` (an int, or an int array of any shape) as a new, writable numpy array of
+        shape ids.shape + (dim,): (dim,) for one id, (n, dim) for a list of n, (b, s, dim) for
+        [b, s] ids.
 
-        dtype: "float32", "float16", "bfloat16" (returned as float32) or None (the table's own).
+        dtype: "float32", "float16", "bfloat16" (returned as float32, exactly) or None (the
+        table's own); numpy's float32 and float16 types are taken for their names. Anything else
+        raises ValueError.
         """
+        if dtype is not None and not isinstance(dtype, str):
+            try:
+                dtype = np.dtype(dtype).name
+            except TypeError:
+                pass
+        if dtype is not None and dtype not in _DTYPES:
+            raise ValueError("dtype must be one of %s or None, not %r"
+                             % (", ".join(repr(d) for d in _DTYPES), dtype))
         ids = np.asarray(ids, dtype=np.int64)
         request = pb.LookUpRequest(table=table, ids=ids.ravel().tolist(), shape=list(ids.shape))
         if dtype is not None:
             request.dtype = _DTYPES[dtype][0]
         response = self._stub.LookUp(request, timeout=timeout or self._timeout)
         name = _BY_ENUM[response.dtype]
+        # frombuffer views the message's immutable bytes (a read-only array): every dtype is
+        # copied out once, so each answer owns its memory and is writable.
         rows = np.frombuffer(response.embeddings, dtype=_DTYPES[name][1])
         if name == "bfloat16":
             rows = (rows.astype(np.uint32) << 16).view(np.float32)
-        return rows.reshape(tuple(response.shape))
+        else:
+            rows = rows.astype(rows.dtype.newbyteorder("="), copy=True)
+        # The server answers an empty request shape (one id, ids.shape == ()) as [1, dim].
+        dim = response.shape[-1]
+        return rows.reshape(ids.shape + (dim,))
 
     def list_tables(self, timeout=None):
         """[{name, rows, dim, dtype, device, is_default}, ...], the default table first."""
