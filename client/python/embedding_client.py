@@ -1,8 +1,9 @@
 """A small Python client for embedding.v1.EmbeddingService.
 
-Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed with
-this package (`pip install --no-build-isolation client/python` generates them), or on sys.path
-(scripts/gen-python-stubs DIR writes them; `python3 -m grpc_tools.protoc` works as well):
+Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed
+with this package (`pip install --no-build-isolation --no-use-pep517 client/python` generates
+them; client/python/README.md), or on sys.path (scripts/gen-python-stubs DIR writes them;
+`python3 -m grpc_tools.protoc` works as well):
 
     from embedding_client import EmbeddingClient
     with EmbeddingClient("localhost:50051") as c:

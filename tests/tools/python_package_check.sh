@@ -1,26 +1,66 @@
 #!/usr/bin/env bash
-# The Python client as a package (client/python): pip installs it without network into a fresh
-# venv on Debian's interpreter (grpcio, protobuf and numpy from Debian through
-# --system-site-packages), its build generates the stubs, and the installed package, imported
+# The Python client as a package (client/python), installed as README.md says, without network,
+# into two fresh venvs on Debian's interpreter: one with --system-site-packages (grpcio, protobuf,
+# numpy and `wheel` from Debian), one plain venv without `wheel`, which sees Debian's grpcio,
+# protobuf and numpy alone through a .pth file (a venv into which a user installed them). The
+# README's command fails in the second without --no-use-pep517 ("invalid command 'bdist_wheel'",
+# issue 22, item 3). In each, the build generates the stubs, and the installed package, imported
 # from the venv and not from the source tree, gets the demo table's rows from the real server.
 #   python_package_check.sh SERVER
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3  # Debian's interpreter, which sees python3-grpcio and python3-numpy
 "$PY" -m venv --help >/dev/null 2>&1 || fail "python3-venv is not installed"
-# A copy with the same layout (client/python next to proto/): pip builds in the tree it is
-# given, and the source tree stays as it is.
-mkdir -p "$WORK/src/client"
-cp -r "$ROOT/client/python" "$WORK/src/client/"
-cp -r "$ROOT/proto" "$WORK/src/"
-rm -rf "$WORK/src/client/python/build" "$WORK"/src/client/python/*.egg-info
-[[ ! -e $WORK/src/client/python/embedding ]] || fail "generated stubs are in the source tree"
-"$PY" -m venv --system-site-packages "$WORK/venv"
-"$WORK/venv/bin/pip" install --no-index --no-build-isolation "$WORK/src/client/python" \
-  >"$WORK/pip.log" 2>&1 || { cat "$WORK/pip.log"; fail "pip install client/python failed"; }
+# The README's commands, as written there (checked, then run with Debian's python3).
+make_venv='python3 -m venv --system-site-packages venv'
+install='venv/bin/pip install --no-build-isolation --no-use-pep517 client/python'
+for line in "$make_venv" "$install"; do
+  grep -qxF "$line" "$ROOT/README.md" || fail "README.md no longer says: $line"
+  grep -qxF "$line" "$ROOT/client/python/README.md" ||
+    fail "client/python/README.md no longer says: $line"
+done
+# A fresh pip must not reach for an index (there is none here): fail fast if it tries.
+export PIP_RETRIES=0 PIP_DEFAULT_TIMEOUT=5
+
+# deps_pth VENV: a .pth in VENV's site-packages that shows it Debian's grpc, google.protobuf and
+# numpy (with their metadata, so pip counts them installed), and nothing else of Debian's.
+deps_pth() {
+  local site dist=/usr/lib/python3/dist-packages p
+  site=$("$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  mkdir -p "$WORK/debian-deps"
+  for p in "$dist"/grpc "$dist"/grpcio-*-info "$dist"/google "$dist"/protobuf-*-info \
+    "$dist"/numpy "$dist"/numpy-*-info; do
+    [[ -e $p ]] || fail "$p is missing (python3-grpcio, python3-protobuf, python3-numpy)"
+    ln -sfn "$p" "$WORK/debian-deps/"
+  done
+  echo "$WORK/debian-deps" >"$site/debian-deps.pth"
+}
+
 start_server "$1" --demo_table=3000x20 --demo_seed=11 --drain_seconds=0
-cd "$WORK"  # nothing here shadows the installed modules
-"$WORK/venv/bin/python" - "$GRPC_PORT" "$WORK/venv" "$ROOT/tests/tools" <<'PY'
+for kind in system-site-packages no-wheel; do
+  # A copy with the same layout (client/python next to proto/): pip builds in the tree it is
+  # given, and the source tree stays as it is.
+  src=$WORK/$kind/src
+  mkdir -p "$src/client"
+  cp -r "$ROOT/client/python" "$src/client/"
+  cp -r "$ROOT/proto" "$src/"
+  rm -rf "$src/client/python/build" "$src"/client/python/*.egg-info
+  [[ ! -e $src/client/python/embedding ]] || fail "generated stubs are in the source tree"
+  cd "$src"
+  if [[ $kind == system-site-packages ]]; then
+    ${make_venv/#python3/$PY} || fail "$make_venv failed"
+    venv/bin/python -c 'import wheel' 2>/dev/null ||
+      fail "no wheel in the $kind venv (python3-wheel: scripts/install-deps)"
+  else
+    "$PY" -m venv venv || fail "python3 -m venv venv failed"
+    deps_pth venv
+    ! venv/bin/python -c 'import wheel' 2>/dev/null || fail "wheel is in the $kind venv"
+  fi
+  venv/bin/python -c 'import grpc, google.protobuf, numpy' || fail "$kind venv misses a dependency"
+  $install >"$WORK/$kind/pip.log" 2>&1 ||
+    { cat "$WORK/$kind/pip.log"; fail "$install failed in the $kind venv"; }
+  cd "$WORK"  # nothing here shadows the installed modules
+  "$src/venv/bin/python" - "$GRPC_PORT" "$src/venv" "$ROOT/tests/tools" <<'PY' || fail "$kind venv"
 import os
 import sys
 port, venv, tools = sys.argv[1:]
@@ -47,5 +87,6 @@ with embedding_client.EmbeddingClient("127.0.0.1:" + port) as c:
         raise SystemExit("id 3000 accepted")
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.OUT_OF_RANGE, e
-print("python package: installed in a fresh venv, stubs built, rows match the demo table")
 PY
+  echo "python package ($kind venv): installed as README.md says, stubs built, rows match"
+done
