@@ -1,10 +1,14 @@
 """Checks what the rendered manifests promise beyond their schemas (tests/deploy/k8s_render_check.sh).
 
-  k8s_facts.py GPU.yaml CPU.yaml HARDENED.yaml ADAPTER.yaml RULES.yml NGHTTPX.conf
+  k8s_facts.py GPU.yaml GPU_FULL_POOL.yaml CPU.yaml HARDENED.yaml ADAPTER.yaml RULES.yml \
+              NGHTTPX.conf OPERATIONS.md
 
-Each overlay: the device flag and GPU resource, the probes, the grace period against the flags,
-the security context, the Services, the HPA metric against the prometheus-adapter rule, the
-PodMonitor's port, and the PrometheusRule equal to deploy/prometheus's rules. The hardened
+Each overlay: the device flag and GPU resource, the probes, the rollout deadline against the
+startup probe's budget, the rollout strategy (a surge pod, or on gpu-full-pool none), the zone and
+node spread, every image with a registry and a tag (not `latest`), the grace period against the
+flags, the security context, the Services, the HPA metric against the prometheus-adapter rule, the
+PodMonitor's port, and the PrometheusRule equal to deploy/prometheus's rules. The adapter's
+ConfigMap is the one docs/operations.md tells the Helm chart to read. The hardened
 overlay (the cpu one behind the nghttpx sidecar) also: the sidecar, its config equal to
 deploy/proxy/nghttpx.conf, and the ports that config, the containers, the probes, the Services
 and the NetworkPolicy agree on.
@@ -59,7 +63,7 @@ def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_
     flags, _ = flags_of(objs)
     res = c["resources"]
     gpus = res.get("limits", {}).get("nvidia.com/gpu")
-    if name == "gpu":  # the hardened overlay is the cpu one behind the proxy
+    if name.startswith("gpu"):  # the hardened overlay is the cpu one behind the proxy
         check(gpus == 1 and res["requests"].get("nvidia.com/gpu") == 1, "gpu: nvidia.com/gpu: 1")
         check(flags.get("device") == "cuda", f"gpu: --device={flags.get('device')}, want cuda")
     else:
@@ -81,8 +85,42 @@ def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_
           f"{name}: readiness on embedding.v1.EmbeddingService")
     check(c["livenessProbe"]["grpc"]["service"] == "", f'{name}: liveness on ""')
     startup = c["startupProbe"]
-    check(startup["periodSeconds"] * startup["failureThreshold"] >= 600,
-          f"{name}: the startup probe allows at least 10 minutes to load a table")
+    budget = (startup.get("initialDelaySeconds", 0)
+              + startup.get("periodSeconds", 10) * startup.get("failureThreshold", 3))
+    check(budget >= 600, f"{name}: the startup probe allows at least 10 minutes to load a table")
+    # A rollout is reported failed after progressDeadlineSeconds without a new pod available
+    # (default 600): it must outlast the startup probe's budget by 300 s, to schedule the pod,
+    # pull the image and pass the first readiness check.
+    deadline = deploy["spec"].get("progressDeadlineSeconds", 600)
+    check(deadline >= budget + 300, f"{name}: progressDeadlineSeconds {deadline} < the startup "
+          f"probe's {budget} s + 300 s to schedule, pull and turn ready")
+
+    # Rollouts: a surge pod first (capacity kept; needs room for one more pod), or, on
+    # gpu-full-pool, one pod fewer first (no spare GPU needed).
+    rolling = deploy["spec"]["strategy"]["rollingUpdate"]
+    want = ({"maxSurge": 0, "maxUnavailable": 1} if name == "gpu-full-pool"
+            else {"maxSurge": 1, "maxUnavailable": 0})
+    check(deploy["spec"]["strategy"]["type"] == "RollingUpdate" and rolling == want,
+          f"{name}: rollingUpdate {rolling}, want {want}")
+
+    # Spread over zones and nodes, each selecting the pods.
+    spread = {t["topologyKey"]: t for t in pod.get("topologySpreadConstraints", [])}
+    for key in ("topology.kubernetes.io/zone", "kubernetes.io/hostname"):
+        t = spread.get(key)
+        check(t is not None and t["maxSkew"] == 1
+              and t["labelSelector"]["matchLabels"].items() <= pod_labels(deploy).items(),
+              f"{name}: a topology spread over {key} with maxSkew 1 that selects the pods")
+
+    # Images: from a registry (a first path component with a dot or a port, or localhost, as
+    # docker and the kubelet tell a registry from a Docker Hub user), with a tag, not `latest`.
+    for container in pod["containers"] + pod.get("initContainers", []):
+        image = container["image"]
+        m = re.fullmatch(r"(?P<registry>[^/]+)/(?P<path>[^:@]+):(?P<tag>[\w][\w.-]{0,127})", image)
+        check(m is not None and ("." in m["registry"] or ":" in m["registry"]
+                                 or m["registry"] == "localhost"),
+              f"{name}: container {container['name']}'s image {image} names no registry and tag")
+        check(m is None or m["tag"] != "latest",
+              f"{name}: container {container['name']}'s image {image}: `latest` does not roll pods")
 
     # SIGTERM: --drain_seconds, then at most --shutdown_timeout_seconds, then the table is freed.
     drain = float(flags["drain_seconds"]) + float(flags["shutdown_timeout_seconds"])
@@ -149,7 +187,8 @@ def check_front(objs, conf_text):
     [proxy] = pod.get("initContainers", [])
     check(proxy.get("restartPolicy") == "Always", f"{name}: the proxy is a native sidecar "
           "(an init container with restartPolicy Always, stopped after the server)")
-    check(proxy["image"].split(":")[0] == "embedding-proxy", f"{name}: proxy image embedding-proxy")
+    check(proxy["image"].split(":")[0].rsplit("/", 1)[-1] == "embedding-proxy",
+          f"{name}: proxy image embedding-proxy")
 
     mounts = {m["name"]: m for m in proxy["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
@@ -211,12 +250,25 @@ def check_front(objs, conf_text):
           f"not the server's {back_port}")
 
 
+def check_adapter(adapter, operations):
+    """The adapter's ConfigMap is what docs/operations.md has the Helm chart read (rules.existing),
+    in its namespace, under the key an adapter's --config reads."""
+    config_map = one(adapter, "ConfigMap")
+    name, namespace = config_map["metadata"]["name"], config_map["metadata"].get("namespace")
+    check(f"rules.existing={name}" in operations and f"namespace `{namespace}`" in operations,
+          f"adapter: docs/operations.md does not say how an adapter reads ConfigMap {name} "
+          f"in {namespace} (rules.existing={name})")
+    check(list(config_map["data"]) == ["config.yaml"], "adapter: the ConfigMap's key is config.yaml")
+
+
 def main():
-    gpu, cpu, hardened, adapter, rules_path, conf_path = sys.argv[1:]
+    gpu, gpu_full_pool, cpu, hardened, adapter, rules_path, conf_path, operations = sys.argv[1:]
     rules = yaml.safe_load(open(rules_path))
     config = yaml.safe_load(one(load(adapter), "ConfigMap")["data"]["config.yaml"])
     [adapter_metric] = [r["name"]["as"] for r in config["rules"]]
+    check_adapter(load(adapter), open(operations).read())
     check_overlay("gpu", load(gpu), rules, adapter_metric)
+    check_overlay("gpu-full-pool", load(gpu_full_pool), rules, adapter_metric)
     check_overlay("cpu", load(cpu), rules, adapter_metric)
     check_overlay("hardened", load(hardened), rules, adapter_metric, 50052, "grpc-direct")
     check_front(load(hardened), open(conf_path).read())
@@ -224,9 +276,10 @@ def main():
         print(f"FAIL: {f}", file=sys.stderr)
     if failures:
         sys.exit(1)
-    print("rendered overlays: device, probes, grace period, security, Services, HPA, "
-          "PodMonitor and PrometheusRule as promised; the hardened one's proxy sidecar, config, "
-          "ports and NetworkPolicy agree")
+    print("rendered overlays: device, probes, rollout deadline and strategy, spread, images, "
+          "grace period, security, Services, HPA, PodMonitor and PrometheusRule as promised; the "
+          "adapter's ConfigMap as documented; the hardened one's proxy sidecar, config, ports and "
+          "NetworkPolicy agree")
 
 
 main()

@@ -17,13 +17,16 @@ yamllint -c "$ROOT/tests/deploy/yamllint.yaml" "$ROOT"/deploy/{k8s,prometheus,gr
   fail "yamllint found problems in deploy/ (above)"
 echo "yamllint: deploy/k8s, deploy/prometheus, deploy/grafana and deploy/proxy clean"
 
-gpu=$(render overlays/gpu) cpu=$(render overlays/cpu) hardened=$(render overlays/hardened)
-adapter=$(render prometheus-adapter)
-echo "kubectl kustomize: overlays/gpu, overlays/cpu, overlays/hardened and prometheus-adapter render"
+gpu=$(render overlays/gpu) gpu_full_pool=$(render overlays/gpu-full-pool) cpu=$(render overlays/cpu)
+hardened=$(render overlays/hardened) adapter=$(render prometheus-adapter)
+overlays=$(cd "$ROOT/deploy/k8s/overlays" && echo *)
+[[ $overlays == "cpu gpu gpu-full-pool hardened" ]] ||
+  fail "deploy/k8s/overlays holds $overlays: check each new overlay here and in k8s_facts.py"
+echo "kubectl kustomize: overlays ${overlays// /, } and prometheus-adapter render"
 
 dir=$(node_dir)
 cp "$ROOT/tests/deploy/k8s_validate.mjs" "$dir/"
-(cd "$dir" && node k8s_validate.mjs crds.ts "$gpu" "$cpu" "$hardened" "$adapter") ||
+(cd "$dir" && node k8s_validate.mjs crds.ts "$gpu" "$gpu_full_pool" "$cpu" "$hardened" "$adapter") ||
   fail "the rendered manifests are not valid (above)"
 typecheck "$dir" crds.ts || fail "a PodMonitor or PrometheusRule has a field its CRD lacks (above)"
 echo "tsc: the PodMonitor and PrometheusRule have only their CRDs' fields"
@@ -31,6 +34,6 @@ echo "tsc: the PodMonitor and PrometheusRule have only their CRDs' fields"
 "$ROOT/deploy/k8s/generate-prometheus-rule" "$WORK/prometheus-rule.yaml"
 diff -u "$ROOT/deploy/k8s/base/prometheus-rule.yaml" "$WORK/prometheus-rule.yaml" ||
   fail "deploy/k8s/base/prometheus-rule.yaml is stale: run deploy/k8s/generate-prometheus-rule"
-"$PY" "$ROOT/tests/deploy/k8s_facts.py" "$gpu" "$cpu" "$hardened" "$adapter" \
-  "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" "$ROOT/deploy/proxy/nghttpx.conf" ||
-  fail "see above"
+"$PY" "$ROOT/tests/deploy/k8s_facts.py" "$gpu" "$gpu_full_pool" "$cpu" "$hardened" "$adapter" \
+  "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" "$ROOT/deploy/proxy/nghttpx.conf" \
+  "$ROOT/docs/operations.md" || fail "see above"
