@@ -82,6 +82,14 @@ ABSL_FLAG(int64_t, max_unsent_answer_bytes_per_connection, int64_t{256} << 20,
           "The same bound for each client connection, whatever the client does (gRPC applies "
           "--max_concurrent_streams only to clients that acknowledge its SETTINGS). Must hold "
           "one answer of --max_response_bytes rounded up to a power of two.");
+ABSL_FLAG(double, deadline_admission_fraction, 0.5,
+          "Refuse a LookUp (RESOURCE_EXHAUSTED, at once) when its answer is predicted to be sent "
+          "after this fraction of the time left before its deadline: the answers its connection "
+          "already waits for, at the rate that connection's answers have been draining. Under "
+          "overload this keeps answers in time instead of sending every one late. 0: off.");
+ABSL_FLAG(double, max_call_seconds, 60,
+          "The longest a LookUp may stay in the server when its client sets no deadline or a "
+          "later one: its deadline for admission and in the queue.");
 ABSL_FLAG(int64_t, grpc_memory_bytes, int64_t{1} << 30,
           "Memory gRPC itself may use (its resource quota: read buffers, calls, headers; not the "
           "answers); past it gRPC closes idle connections and cancels streams.");
@@ -239,6 +247,15 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.limits.max_unsent_answer_bytes = absl::GetFlag(FLAGS_max_unsent_answer_bytes);
   c.limits.max_unsent_answer_bytes_per_connection =
       absl::GetFlag(FLAGS_max_unsent_answer_bytes_per_connection);
+  c.limits.deadline_admission_fraction = absl::GetFlag(FLAGS_deadline_admission_fraction);
+  if (!(c.limits.deadline_admission_fraction >= 0 && c.limits.deadline_admission_fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        "--deadline_admission_fraction must be in [0, 1] (0: no admission by deadline)");
+  }
+  if (!(absl::GetFlag(FLAGS_max_call_seconds) > 0)) {
+    return absl::InvalidArgumentError("--max_call_seconds must be positive");
+  }
+  c.limits.max_call_time = absl::Seconds(absl::GetFlag(FLAGS_max_call_seconds));
   if (absl::GetFlag(FLAGS_grpc_memory_bytes) <= 0) {
     return absl::InvalidArgumentError("--grpc_memory_bytes must be positive");
   }

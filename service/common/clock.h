@@ -1,7 +1,8 @@
 // Clock: where the service reads the time, so that tests can inject a fake one (STYLE §8).
-// The batcher (deadlines, queue waits, finishing) and the stores (stage timings, the GPU store's
-// polling and its upload) read the clock they were given (StoreOptions::clock, the Batcher's
-// argument), which the server passes to both. The gRPC call interceptor times whole calls with
+// The batcher (deadlines, queue waits, finishing), the stores (stage timings, the GPU store's
+// polling and its upload) and the service's admission by deadline (UnsentAnswers: the drain rates
+// it learns) read the clock they were given (StoreOptions::clock, the Batcher's and the
+// service's arguments). The gRPC call interceptor times whole calls with
 // std::chrono::steady_clock, and the shutdown sequence reads absl::Now(): neither is on a path
 // that a test drives with a fake clock.
 #ifndef EMB_SERVICE_COMMON_CLOCK_H_

@@ -88,6 +88,12 @@ Metrics::Metrics()
                             .Help("Queued requests dropped before their batch ran: deadline "
                                   "passed or call cancelled.")
                             .Register(*registry_)),
+      late_answers_(BuildCounter()
+                        .Name("embedding_late_answers_total")
+                        .Help("LookUps answered OK whose answer gRPC had not finished sending "
+                              "when the call's deadline passed: the work went to an answer "
+                              "nobody received.")
+                        .Register(*registry_)),
       queue_ids_(BuildGauge()
                      .Name("embedding_queue_ids")
                      .Help("Ids waiting in the table's queue.")
@@ -157,6 +163,7 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .ids = &ids_.Add({{"table", table}}),
       .dropped_deadline = &dropped_requests_.Add({{"table", table}, {"reason", "deadline"}}),
       .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
+      .late_answers = &late_answers_.Add({{"table", table}}),
       .queue_ids = &queue_ids_.Add({{"table", table}}),
       .inflight_batches = &inflight_batches_.Add({{"table", table}}),
   };

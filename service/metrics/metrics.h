@@ -34,6 +34,8 @@ struct TableMetrics {
   prometheus::Counter* ids;
   prometheus::Counter* dropped_deadline;
   prometheus::Counter* dropped_cancelled;
+  // Answers finished OK that gRPC dropped unsent because the call's deadline passed.
+  prometheus::Counter* late_answers;
   prometheus::Gauge* queue_ids;
   prometheus::Gauge* inflight_batches;
 };
@@ -84,6 +86,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& ids_;
   prometheus::Family<prometheus::Counter>& rejected_ids_;
   prometheus::Family<prometheus::Counter>& dropped_requests_;
+  prometheus::Family<prometheus::Counter>& late_answers_;
   prometheus::Family<prometheus::Gauge>& queue_ids_;
   prometheus::Family<prometheus::Gauge>& inflight_batches_;
   prometheus::Family<prometheus::Gauge>& table_info_;

@@ -1,5 +1,6 @@
 #include "service/rpc/embedding_service.h"
 
+#include <algorithm>
 #include <atomic>
 #include <utility>
 #include <vector>
@@ -23,6 +24,19 @@ absl::Status ShuttingDown() {
   return absl::UnavailableError("the server is shutting down; retry on another replica");
 }
 
+absl::string_view RejectReason(UnsentAnswers::Bound bound) {
+  switch (bound) {
+    case UnsentAnswers::Bound::kConnection:
+      return kRejectUnsentConnection;
+    case UnsentAnswers::Bound::kDeadline:
+      return kRejectWouldBeLate;
+    case UnsentAnswers::Bound::kTotal:
+    case UnsentAnswers::Bound::kNone:
+      break;
+  }
+  return kRejectUnsentTotal;
+}
+
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   reactor->Finish(ToGrpcStatus(s));
@@ -34,11 +48,20 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 // unsent answers (which goes with the rows to gRPC, or is given back when the call fails).
 class LookUpCall final : public grpc::ServerUnaryReactor {
  public:
+  LookUpCall(grpc::CallbackServerContext* ctx, Clock* clock) : ctx_(ctx), clock_(clock) {}
+
   // gRPC runs it once the call is cancelled (the client reset the stream or went away, or the
   // deadline passed), after the handler has returned, on a gRPC thread; the batcher reads the
   // flag when the call's batch forms.
   void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    // An answer gRPC did not finish sending before the client's deadline cancelled the call.
+    if (late_answers != nullptr && ctx_->IsCancelled() &&
+        clock_->Now() >= absl::FromChrono(ctx_->deadline())) {
+      late_answers->Increment();
+    }
+    delete this;
+  }
   // Both reactions are trivial (a store, a delete), so gRPC may run them on the thread that
   // completes the call, as it does its default reactor's, instead of hopping to its executor.
   bool InternalInlineable() override { return true; }
@@ -49,6 +72,12 @@ class LookUpCall final : public grpc::ServerUnaryReactor {
   AnswerBuffer rows;
   UnsentAnswers::Claim claim;
   std::atomic<bool> cancelled{false};
+  // Set when the call is finished OK with rows: counted if the answer then arrives too late.
+  prometheus::Counter* late_answers = nullptr;
+
+ private:
+  grpc::CallbackServerContext* const ctx_;
+  Clock* const clock_;
 };
 
 // A LookUp that carries no whole message. gRPC 1.51 hands the handler a call that its client
@@ -72,13 +101,16 @@ class NoMessageCall final : public grpc::ServerUnaryReactor {
 
 }  // namespace
 
-EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics)
+EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics, Clock* clock)
     : limits_(limits),
       metrics_(metrics),
+      clock_(clock),
       unsent_answers_(
-          UnsentAnswers::Bounds{static_cast<size_t>(limits.max_unsent_answer_bytes),
-                                static_cast<size_t>(limits.max_unsent_answer_bytes_per_connection)},
-          &metrics->unsent_answer_bytes()) {}
+          UnsentAnswers::Bounds{
+              .total = static_cast<size_t>(limits.max_unsent_answer_bytes),
+              .per_connection = static_cast<size_t>(limits.max_unsent_answer_bytes_per_connection),
+              .deadline_fraction = limits.deadline_admission_fraction},
+          &metrics->unsent_answer_bytes(), clock) {}
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
   tables_.store(tables, std::memory_order_release);
@@ -171,7 +203,10 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     // (none sent, or a length prefix the stream ended short of), or reset the stream first.
     return new NoMessageCall();
   }
-  auto* call = new LookUpCall();  // deletes itself in OnDone, once Finish has run
+  // The call's deadline in the server: its client's, at most max_call_time from now.
+  const absl::Time deadline =
+      std::min(absl::FromChrono(ctx->deadline()), clock_->Now() + limits_.max_call_time);
+  auto* call = new LookUpCall(ctx, clock_);  // deletes itself in OnDone, once Finish has run
   auto finish = [call](const absl::Status& s) {
     call->claim = UnsentAnswers::Claim();  // nothing to hold for a failed call
     call->Finish(ToGrpcStatus(s));
@@ -206,13 +241,10 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   const size_t answer_bytes = static_cast<size_t>(num_ids) * static_cast<size_t>(store.info().dim) *
                               ElementSize(call->out_type);
   UnsentAnswers::Bound refused_by;
-  absl::StatusOr<UnsentAnswers::Claim> claim =
-      unsent_answers_.Take(ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), &refused_by);
+  absl::StatusOr<UnsentAnswers::Claim> claim = unsent_answers_.Take(
+      ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), &refused_by, deadline);
   if (!claim.ok()) {
-    metrics_->RejectIds(store.info().name,
-                        refused_by == UnsentAnswers::Bound::kConnection ? kRejectUnsentConnection
-                                                                        : kRejectUnsentTotal,
-                        num_ids);
+    metrics_->RejectIds(store.info().name, RejectReason(refused_by), num_ids);
     return finish(claim.status());
   }
   call->claim = *std::move(claim);
@@ -220,12 +252,13 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
   r.out_type = call->out_type;
   r.out = &call->rows;
-  r.deadline = absl::FromChrono(ctx->deadline());
+  r.deadline = deadline;
   r.cancelled = &call->cancelled;
-  r.done = [call, response_bytes](const absl::Status& s) {
+  r.done = [call, response_bytes, late = (*table)->metrics.late_answers](const absl::Status& s) {
     if (!s.ok()) {
       call->claim = UnsentAnswers::Claim();
     } else {
+      call->late_answers = late;
       // The rows and their claim go to gRPC, which gives both back once it has sent them.
       *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type,
                                               std::move(call->claim));

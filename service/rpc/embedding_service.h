@@ -1,6 +1,8 @@
 // EmbeddingServiceImpl: the gRPC callback service. Validates each LookUp on the gRPC thread,
-// admits it under the bound on unsent answers (UnsentAnswers), hands it to its table's Batcher
-// and returns; the batcher finishes the call. Never blocks. A LookUp's reactor marks the call
+// admits it under the bound on unsent answers and by its deadline (UnsentAnswers), hands it to
+// its table's Batcher and returns; the batcher finishes the call. An answer that gRPC then drops
+// because the call's deadline passed before it was sent is counted late
+// (embedding_late_answers_total). Never blocks. A LookUp's reactor marks the call
 // cancelled when gRPC reports it so (the client reset the stream, the connection died), and the
 // batcher drops it when its batch forms instead of gathering its rows.
 // LookUp is a raw method: it parses the request itself and sends the answer rows from the
@@ -18,8 +20,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "embedding/v1/embedding_service.grpc.pb.h"
 #include "service/batch/batcher.h"
+#include "service/common/clock.h"
 #include "service/metrics/metrics.h"
 #include "service/rpc/unsent_answers.h"
 #include "service/store/embedding_store.h"
@@ -36,12 +40,21 @@ struct ServiceLimits {
   // of max_response_bytes (its pool block), and total to hold per_connection.
   int64_t max_unsent_answer_bytes = int64_t{2} << 30;
   int64_t max_unsent_answer_bytes_per_connection = int64_t{256} << 20;
+  // Admission by deadline (service/rpc/unsent_answers.h): a LookUp whose answer is predicted to
+  // be sent after this fraction of the time left before its deadline is refused
+  // RESOURCE_EXHAUSTED at once. 0: off.
+  double deadline_admission_fraction = 0.5;
+  // The longest a LookUp may stay in the server when its client set no deadline (or a later
+  // one): its deadline for admission and for the queue.
+  absl::Duration max_call_time = absl::Seconds(60);
 };
 
-// One served table: its store and batcher. The service holds them in flag order, default first.
+// One served table: its store, batcher and metrics. The service holds them in flag order, default
+// first.
 struct ServedTable {
   std::unique_ptr<EmbeddingStore> store;
   std::unique_ptr<Batcher> batcher;
+  TableMetrics metrics;
 };
 
 // ListTables through protobuf messages, LookUp on raw bytes.
@@ -51,7 +64,8 @@ using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod
 
 class EmbeddingServiceImpl final : public EmbeddingServiceBase {
  public:
-  EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics);
+  // `clock` (the time of deadlines) must outlive the service and every answer gRPC holds.
+  EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics, Clock* clock = Clock::Real());
 
   // Makes the tables servable; until then LookUp answers UNAVAILABLE. Call once.
   void SetTables(std::vector<ServedTable>* tables);
@@ -85,6 +99,7 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
 
   const ServiceLimits limits_;
   Metrics* const metrics_;
+  Clock* const clock_;
   UnsentAnswers unsent_answers_;
   std::atomic<std::vector<ServedTable>*> tables_{nullptr};
   std::atomic<Gate> gate_{Gate::kOpen};  // read without mu_ on every call; changed under mu_

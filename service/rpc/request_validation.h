@@ -28,6 +28,8 @@ inline constexpr absl::string_view kRejectUnavailable = "unavailable";
 // or all connections' together.
 inline constexpr absl::string_view kRejectUnsentConnection = "unsent_answers_connection";
 inline constexpr absl::string_view kRejectUnsentTotal = "unsent_answers_total";
+// Refused because its answer would be sent after its deadline (the same file).
+inline constexpr absl::string_view kRejectWouldBeLate = "would_be_late";
 
 // What a request is checked against: the table it names.
 struct RequestTable {

@@ -1,6 +1,7 @@
 #include "service/rpc/unsent_answers.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
@@ -10,41 +11,87 @@
 
 namespace emb::service {
 
+namespace {
+
+// The weight of a new sample of a connection's rate against what was learned before.
+constexpr double kRateSampleWeight = 0.25;
+// Claims a connection needs before its next is judged by its deadline.
+constexpr int kQueuedClaims = 2;
+// The fewest bytes (an answer's and those it queued behind) whose time teaches a rate: below it,
+// the time is mostly each call's own cost, not its bytes (small answers behind small answers,
+// on the 2-core machine with two busy loops, taught 0.5 MB/s, and a 4 MiB answer with 60 s to
+// go was refused).
+constexpr size_t kMinSampleBytes = size_t{1} << 20;
+
+std::string FormatMillis(absl::Duration d) {
+  return absl::StrCat(absl::SixDigits(absl::ToDoubleMilliseconds(d)), " ms");
+}
+
+double Blend(double learned, double sample) {
+  return learned == 0 ? sample : learned + kRateSampleWeight * (sample - learned);
+}
+
+}  // namespace
+
 struct UnsentAnswers::Claim::Connection {
   const std::string* name = nullptr;  // the map's key
   size_t held = 0;
+  int claims = 0;
+  double bytes_per_second = 0;  // the drain rate learned; 0: none
 };
 
 // Shared with the claims, which may outlive the UnsentAnswers.
 struct UnsentAnswers::Claim::State {
-  explicit State(prometheus::Gauge* gauge) : gauge(gauge) {}
+  State(prometheus::Gauge* gauge, Clock* clock) : clock(clock), gauge(gauge) {}
 
-  void Release(Connection* connection, size_t bytes) {
+  void Release(const Claim& claim) {
+    const absl::Time now = clock->Now();
     absl::MutexLock lock(&mu);
-    held -= bytes;
-    connection->held -= bytes;
-    if (connection->held == 0) {
-      connections.erase(*connection->name);  // no claim refers to it any more
+    Connection& c = *claim.connection_;
+    // The rate at which this answer and those it queued behind drained: the prediction's own
+    // terms, so that the rate calibrates the prediction. Answers that queued behind none teach
+    // nothing (a lone answer's time is its latency, not a rate).
+    if (claim.ahead_ > 0 && claim.ahead_ + claim.bytes_ >= kMinSampleBytes && now > claim.taken_) {
+      const double sample = static_cast<double>(claim.ahead_ + claim.bytes_) /
+                            absl::ToDoubleSeconds(now - claim.taken_);
+      c.bytes_per_second = Blend(c.bytes_per_second, sample);
+      last_rate = Blend(last_rate, sample);
+    }
+    --c.claims;
+    held -= claim.bytes_;
+    c.held -= claim.bytes_;
+    if (c.held == 0) {
+      connections.erase(*c.name);  // no claim refers to it any more
     }
     if (gauge != nullptr) {
       gauge->Set(static_cast<double>(held));
     }
   }
 
+  Clock* const clock;
   absl::Mutex mu;
   prometheus::Gauge* gauge ABSL_GUARDED_BY(mu);  // nullptr once the UnsentAnswers is gone
   size_t held ABSL_GUARDED_BY(mu) = 0;
+  // The rate learned on any connection: the estimate for one that has learned none yet.
+  double last_rate ABSL_GUARDED_BY(mu) = 0;
   // Only connections with bytes held; node-based, so a claim's Connection* stays valid.
   absl::node_hash_map<std::string, Connection> connections ABSL_GUARDED_BY(mu);
 };
 
-UnsentAnswers::Claim::Claim(std::shared_ptr<State> state, Connection* connection, size_t bytes)
-    : state_(std::move(state)), connection_(connection), bytes_(bytes) {}
+UnsentAnswers::Claim::Claim(std::shared_ptr<State> state, Connection* connection, size_t bytes,
+                            size_t ahead, absl::Time taken)
+    : state_(std::move(state)),
+      connection_(connection),
+      bytes_(bytes),
+      ahead_(ahead),
+      taken_(taken) {}
 
 UnsentAnswers::Claim::Claim(Claim&& other) noexcept
     : state_(std::move(other.state_)),
       connection_(std::exchange(other.connection_, nullptr)),
-      bytes_(std::exchange(other.bytes_, 0)) {}
+      bytes_(std::exchange(other.bytes_, 0)),
+      ahead_(std::exchange(other.ahead_, 0)),
+      taken_(other.taken_) {}
 
 UnsentAnswers::Claim& UnsentAnswers::Claim::operator=(Claim&& other) noexcept {
   if (this != &other) {
@@ -52,6 +99,8 @@ UnsentAnswers::Claim& UnsentAnswers::Claim::operator=(Claim&& other) noexcept {
     state_ = std::move(other.state_);
     connection_ = std::exchange(other.connection_, nullptr);
     bytes_ = std::exchange(other.bytes_, 0);
+    ahead_ = std::exchange(other.ahead_, 0);
+    taken_ = other.taken_;
   }
   return *this;
 }
@@ -60,15 +109,16 @@ UnsentAnswers::Claim::~Claim() { Release(); }
 
 void UnsentAnswers::Claim::Release() {
   if (state_ != nullptr) {
-    state_->Release(connection_, bytes_);
+    state_->Release(*this);
     state_.reset();
     connection_ = nullptr;
     bytes_ = 0;
+    ahead_ = 0;
   }
 }
 
-UnsentAnswers::UnsentAnswers(Bounds bounds, prometheus::Gauge* held)
-    : bounds_(bounds), state_(std::make_shared<Claim::State>(held)) {
+UnsentAnswers::UnsentAnswers(Bounds bounds, prometheus::Gauge* held, Clock* clock)
+    : bounds_(bounds), state_(std::make_shared<Claim::State>(held, clock)) {
   if (held != nullptr) {
     held->Set(0);
   }
@@ -80,12 +130,17 @@ UnsentAnswers::~UnsentAnswers() {
 }
 
 absl::StatusOr<UnsentAnswers::Claim> UnsentAnswers::Take(absl::string_view connection, size_t bytes,
-                                                         Bound* refused_by) {
+                                                         Bound* refused_by, absl::Time deadline) {
   *refused_by = Bound::kNone;
   if (bytes == 0) {
     return Claim();
   }
   Claim::State& s = *state_;
+  const absl::Time now = s.clock->Now();
+  if (bounds_.deadline_fraction > 0 && deadline <= now) {
+    *refused_by = Bound::kDeadline;
+    return absl::DeadlineExceededError("the call's deadline passed before it was admitted");
+  }
   absl::MutexLock lock(&s.mu);
   auto it = s.connections.find(connection);
   const size_t connection_held = it != s.connections.end() ? it->second.held : 0;
@@ -104,16 +159,40 @@ absl::StatusOr<UnsentAnswers::Claim> UnsentAnswers::Take(absl::string_view conne
                      " would pass the server's bound of ", bounds_.total,
                      " bytes (--max_unsent_answer_bytes); retry with back-off"));
   }
+  // Judged only behind kQueuedClaims answers or more: the rate is learned from answers that
+  // queued, so a connection must always be let to queue one, or a rate learned in a bad moment
+  // would never be corrected (on the H200, 5.8 MB/s learned in the first burst of 4,096 callers
+  // then refused every second call on its connection for the rest of the run).
+  if (bounds_.deadline_fraction > 0 && it != s.connections.end() &&
+      it->second.claims >= kQueuedClaims && deadline != absl::InfiniteFuture()) {
+    const double rate = it->second.bytes_per_second > 0 ? it->second.bytes_per_second : s.last_rate;
+    if (rate > 0) {
+      const absl::Duration sent_in =
+          absl::Seconds(static_cast<double>(connection_held + bytes) / rate);
+      const absl::Duration left = deadline - now;
+      if (sent_in > left * bounds_.deadline_fraction) {
+        *refused_by = Bound::kDeadline;
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "this answer would be sent too late: this connection's answers not yet sent hold ",
+            connection_held, " bytes, which drain at ", absl::SixDigits(rate / 1e6),
+            " MB/s, so this one's ", bytes, " would be sent in about ", FormatMillis(sent_in),
+            ", past ", absl::SixDigits(bounds_.deadline_fraction), " of the ", FormatMillis(left),
+            " left before its deadline (--deadline_admission_fraction); "
+            "retry with back-off or a longer deadline"));
+      }
+    }
+  }
   if (it == s.connections.end()) {
     it = s.connections.try_emplace(std::string(connection)).first;
     it->second.name = &it->first;
   }
+  ++it->second.claims;
   it->second.held += bytes;
   s.held += bytes;
   if (s.gauge != nullptr) {
     s.gauge->Set(static_cast<double>(s.held));
   }
-  return Claim(state_, &it->second, bytes);
+  return Claim(state_, &it->second, bytes, connection_held, now);
 }
 
 size_t UnsentAnswers::held_bytes() const {
@@ -125,6 +204,12 @@ size_t UnsentAnswers::held_bytes(absl::string_view connection) const {
   absl::MutexLock lock(&state_->mu);
   auto it = state_->connections.find(connection);
   return it != state_->connections.end() ? it->second.held : 0;
+}
+
+double UnsentAnswers::drain_rate(absl::string_view connection) const {
+  absl::MutexLock lock(&state_->mu);
+  auto it = state_->connections.find(connection);
+  return it != state_->connections.end() ? it->second.bytes_per_second : 0;
 }
 
 size_t UnsentAnswers::connections_for_test() const {

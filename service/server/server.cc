@@ -223,6 +223,15 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   LogInfo("answers not yet sent are bounded to ", config.limits.max_unsent_answer_bytes, " bytes, ",
           config.limits.max_unsent_answer_bytes_per_connection,
           " per connection; gRPC's own memory to ", config.grpc_memory_bytes, " bytes");
+  if (config.limits.deadline_admission_fraction > 0) {
+    LogInfo("a LookUp is refused when its answer would be sent after ",
+            config.limits.deadline_admission_fraction,
+            " of the time left before its deadline; calls stay at most ",
+            absl::FormatDuration(config.limits.max_call_time), " in the server");
+  } else {
+    LogInfo("admission by deadline is off; calls stay at most ",
+            absl::FormatDuration(config.limits.max_call_time), " in the server");
+  }
   LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
   return server;
 }
@@ -256,6 +265,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     ServedTable served;
     served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
     served.store = std::move(store);
+    served.metrics = tm;
     tables_.push_back(std::move(served));
   }
   return absl::OkStatus();

@@ -85,13 +85,14 @@ class RawConnection:
             except (BrokenPipeError, ConnectionResetError):
                 self.closed = True
 
-    def start_lookup(self, message, end_stream=True):
-        """Opens a LookUp stream with `message` (from lookup_request); returns its stream id."""
+    def start_lookup(self, message, end_stream=True, headers=()):
+        """Opens a LookUp stream with `message` (from lookup_request) and any further `headers`
+        (such as ("grpc-timeout", "300m")); returns its stream id."""
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(sid, [
             (":method", "POST"), (":scheme", "http"), (":path", LOOKUP_PATH),
             (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers"),
-        ])
+        ] + list(headers))
         self.conn.send_data(sid, message, end_stream=end_stream)
         self.streams[sid] = Stream()
         return sid

@@ -26,11 +26,13 @@
 #include "service/store/cpu_store.h"
 #include "service/store/embedding_store.h"
 #include "service/tables/table_source.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace emb::service {
 namespace {
 
+using ::emb::testing::FakeClock;
 using ::emb::testing::IsOk;
 using ::emb::testing::StatusIs;
 using ::testing::ElementsAre;
@@ -41,23 +43,6 @@ constexpr int64_t kDim = 24;
 // Long enough that a batch never flushes by time within a test: only a full batch or Shutdown()
 // makes it run.
 constexpr absl::Duration kForever = absl::Hours(1);
-
-// A clock that moves only when told to.
-class FakeClock final : public Clock {
- public:
-  absl::Time Now() override {
-    absl::MutexLock lock(&mu_);
-    return now_;
-  }
-  void Advance(absl::Duration d) {
-    absl::MutexLock lock(&mu_);
-    now_ += d;
-  }
-
- private:
-  absl::Mutex mu_;
-  absl::Time now_ ABSL_GUARDED_BY(mu_) = absl::FromUnixSeconds(1700000000);
-};
 
 // A store that takes its table's description from `inner`; subclasses say how LookUp runs.
 class WrappingStore : public EmbeddingStore {

@@ -11,11 +11,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/gauge.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
 namespace emb::service {
 namespace {
 
+using ::emb::testing::FakeClock;
 using ::emb::testing::IsOk;
 using ::emb::testing::StatusIs;
 using ::testing::AllOf;
@@ -23,9 +25,10 @@ using ::testing::HasSubstr;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
-UnsentAnswers::Claim TakeOk(UnsentAnswers& u, const std::string& connection, size_t bytes) {
+UnsentAnswers::Claim TakeOk(UnsentAnswers& u, const std::string& connection, size_t bytes,
+                            absl::Time deadline = absl::InfiniteFuture()) {
   UnsentAnswers::Bound bound;
-  absl::StatusOr<UnsentAnswers::Claim> claim = u.Take(connection, bytes, &bound);
+  absl::StatusOr<UnsentAnswers::Claim> claim = u.Take(connection, bytes, &bound, deadline);
   EXPECT_THAT(claim.status(), IsOk());
   EXPECT_EQ(bound, UnsentAnswers::Bound::kNone);
   return claim.ok() ? *std::move(claim) : UnsentAnswers::Claim();
@@ -148,6 +151,156 @@ TEST(UnsentAnswers, ConcurrentClaimsStayWithinTheBounds) {
   EXPECT_EQ(u.held_bytes(), 0u);
   EXPECT_EQ(held.Value(), 0.0);
   EXPECT_EQ(u.connections_for_test(), 0u);
+}
+
+// Admission by deadline. The rate is learned from answers that queued behind others: here one of
+// 1 MiB behind 1 MiB, released 100 ms after its claim: 20 MiB/s.
+class DeadlineAdmission : public ::testing::Test {
+ protected:
+  static constexpr double kRate = 20.0 * kMiB;  // bytes a second
+
+  // Connection `name` claims three 1 MiB answers; the second is sent 100 ms later. Leaves two
+  // held, in `held_`.
+  void LearnRate(const std::string& name) {
+    for (int i = 0; i < 3; ++i) {
+      held_.push_back(TakeOk(u_, name, kMiB));
+    }
+    clock_.Advance(absl::Milliseconds(100));
+    held_.erase(held_.begin() + 1);
+  }
+
+  absl::Status TryTake(const std::string& name, size_t bytes, absl::Duration left,
+                       UnsentAnswers::Bound* bound) {
+    absl::StatusOr<UnsentAnswers::Claim> c = u_.Take(name, bytes, bound, clock_.Now() + left);
+    if (c.ok()) {
+      held_.push_back(*std::move(c));
+    }
+    return c.status();
+  }
+
+  FakeClock clock_;
+  UnsentAnswers u_{{.total = 1024 * kMiB, .per_connection = 256 * kMiB, .deadline_fraction = 0.8},
+                   nullptr,
+                   &clock_};
+  std::vector<UnsentAnswers::Claim> held_;
+};
+
+TEST_F(DeadlineAdmission, LearnsTheRateAConnectionsQueuedAnswersDrainAt) {
+  LearnRate("a");
+  EXPECT_DOUBLE_EQ(u_.drain_rate("a"), kRate);
+  EXPECT_EQ(u_.drain_rate("b"), 0);
+}
+
+TEST_F(DeadlineAdmission, AnAnswerSentAloneTeachesNoRate) {
+  UnsentAnswers::Claim lone = TakeOk(u_, "a", kMiB);
+  UnsentAnswers::Claim keep = TakeOk(u_, "b", kMiB);  // keeps the map's entry for "b" only
+  clock_.Advance(absl::Seconds(1));
+  lone = UnsentAnswers::Claim();
+  UnsentAnswers::Claim again = TakeOk(u_, "a", kMiB);
+  clock_.Advance(absl::Seconds(1));
+  EXPECT_EQ(u_.drain_rate("a"), 0);
+  // Nothing learned anywhere: a call with answers ahead and a short deadline is still admitted.
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(TryTake("a", kMiB, absl::Microseconds(1), &bound), IsOk());
+}
+
+TEST_F(DeadlineAdmission, RefusesAnAnswerThatWouldBeSentPastItsShareOfTheDeadline) {
+  LearnRate("a");  // 2 MiB held
+  // 3 MiB at 20 MiB/s: 150 ms, past 0.8 of 150 ms.
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(
+      TryTake("a", kMiB, absl::Milliseconds(150), &bound),
+      StatusIs(absl::StatusCode::kResourceExhausted,
+               AllOf(HasSubstr("would be sent too late"), HasSubstr("hold 2097152 bytes"),
+                     HasSubstr("20.9715 MB/s"), HasSubstr("about 150 ms"), HasSubstr("150 ms left"),
+                     HasSubstr("--deadline_admission_fraction"))));
+  EXPECT_EQ(bound, UnsentAnswers::Bound::kDeadline);
+  EXPECT_EQ(u_.held_bytes("a"), 2 * kMiB);  // nothing claimed
+  // Within 0.8 of 200 ms: admitted.
+  EXPECT_THAT(TryTake("a", kMiB, absl::Milliseconds(200), &bound), IsOk());
+  EXPECT_EQ(bound, UnsentAnswers::Bound::kNone);
+  EXPECT_EQ(u_.held_bytes("a"), 3 * kMiB);
+}
+
+TEST_F(DeadlineAdmission, SmallAnswersSentBesideALargeOneDoNotMakeItLookSlow) {
+  // gRPC sends small answers beside a large one; they finish long before it. Learned as bytes
+  // released over time, the rate would be the small answers' (4 KiB a millisecond), and the
+  // next large answer, with 20 s to go, would be refused.
+  UnsentAnswers::Claim large = TakeOk(u_, "a", 64 * kMiB);
+  for (int i = 0; i < 100; ++i) {
+    UnsentAnswers::Claim small = TakeOk(u_, "a", 4096);
+    clock_.Advance(absl::Milliseconds(1));
+  }
+  UnsentAnswers::Claim other = TakeOk(u_, "a", 4096);
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(TryTake("a", 64 * kMiB, absl::Seconds(20), &bound), IsOk());
+  EXPECT_GT(u_.drain_rate("a"), 1e9);
+}
+
+TEST_F(DeadlineAdmission, SmallAnswersTeachNoRate) {
+  // 4 KiB behind 4 KiB in 10 ms is the calls' own cost, not a rate: as one (0.8 MB/s), it would
+  // refuse a 4 MiB answer with 4 s to go. Learned on no connection, the rate stays unknown.
+  for (int i = 0; i < 10; ++i) {
+    UnsentAnswers::Claim a = TakeOk(u_, "a", 4096);
+    UnsentAnswers::Claim b = TakeOk(u_, "a", 4096);
+    clock_.Advance(absl::Milliseconds(10));
+  }
+  EXPECT_EQ(u_.drain_rate("a"), 0);
+  held_.push_back(TakeOk(u_, "a", 4096));
+  held_.push_back(TakeOk(u_, "a", 4096));
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(TryTake("a", 4 * kMiB, absl::Seconds(4), &bound), IsOk());
+}
+
+TEST_F(DeadlineAdmission, ACallBehindFewerThanTwoAnswersIsAdmitted) {
+  LearnRate("a");
+  UnsentAnswers::Bound bound;
+  // Nothing ahead, then one answer ahead: admitted however short the deadline, so that every
+  // connection can queue the two answers its rate is learned from.
+  EXPECT_THAT(TryTake("b", 64 * kMiB, absl::Milliseconds(1), &bound), IsOk());
+  EXPECT_THAT(TryTake("b", 64 * kMiB, absl::Milliseconds(1), &bound), IsOk());
+  EXPECT_THAT(TryTake("b", kMiB, absl::Milliseconds(1), &bound),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("too late")));
+}
+
+TEST_F(DeadlineAdmission, AConnectionWithoutARateOfItsOwnUsesTheLastOneLearned) {
+  LearnRate("a");
+  UnsentAnswers::Claim first = TakeOk(u_, "b", kMiB);
+  UnsentAnswers::Claim second = TakeOk(u_, "b", kMiB);
+  UnsentAnswers::Bound bound;
+  // 3 MiB at 20 MiB/s: 150 ms, past 0.8 of 150 ms.
+  EXPECT_THAT(TryTake("b", kMiB, absl::Milliseconds(150), &bound),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("too late")));
+  EXPECT_EQ(bound, UnsentAnswers::Bound::kDeadline);
+}
+
+TEST_F(DeadlineAdmission, ACallWhoseDeadlineHasPassedIsRefused) {
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(TryTake("a", kMiB, absl::ZeroDuration(), &bound),
+              StatusIs(absl::StatusCode::kDeadlineExceeded, HasSubstr("deadline passed")));
+  EXPECT_EQ(bound, UnsentAnswers::Bound::kDeadline);
+  EXPECT_EQ(u_.connections_for_test(), 0u);
+}
+
+TEST_F(DeadlineAdmission, CallsWithoutADeadlineAreNotJudgedByOne) {
+  LearnRate("a");
+  UnsentAnswers::Bound bound;
+  EXPECT_THAT(TryTake("a", 200 * kMiB, absl::InfiniteDuration(), &bound), IsOk());
+}
+
+TEST(UnsentAnswers, DeadlineFractionZeroTurnsAdmissionByDeadlineOff) {
+  FakeClock clock;
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 100 * kMiB, .deadline_fraction = 0},
+                  nullptr, &clock);
+  std::vector<UnsentAnswers::Claim> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(TakeOk(u, "a", kMiB));
+  }
+  clock.Advance(absl::Seconds(1));
+  held.pop_back();
+  // 1 MiB a second learned, 3 MiB would take 3 s: admitted all the same, as is a passed deadline.
+  held.push_back(TakeOk(u, "a", kMiB, clock.Now() + absl::Milliseconds(1)));
+  held.push_back(TakeOk(u, "a", kMiB, clock.Now() - absl::Milliseconds(1)));
 }
 
 }  // namespace
