@@ -232,6 +232,8 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes&
   }
   if (status.ok()) {
     metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
+    metrics_.answer_bytes->Increment(
+        static_cast<double>(batch.ids.size() * dim_ * ElementSize(batch.out_type)));
     metrics_.gather_seconds->Observe(times.gather);
     if (times.copy_in > 0 || times.copy_out > 0) {
       metrics_.copy_in_seconds->Observe(times.copy_in);

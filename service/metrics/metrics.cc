@@ -44,6 +44,23 @@ const prometheus::Histogram::BucketBoundaries& Metrics::SecondsBuckets() {
   return *buckets;
 }
 
+const prometheus::Histogram::BucketBoundaries& Metrics::StageSecondsBuckets() {
+  // Every bound of SecondsBuckets(), so that a rule or panel written for those still finds its
+  // `le`, and below 100 us steps of 25% or less: the H200 gathers small batches in 4 to 15 us.
+  static const auto* buckets = [] {
+    auto* b = new prometheus::Histogram::BucketBoundaries{
+        1e-6,    2e-6,   3e-6, 4e-6,   5e-6, 6e-6, 7e-6, 8e-6, 9e-6,   1e-5,
+        1.25e-5, 1.5e-5, 2e-5, 2.5e-5, 3e-5, 4e-5, 5e-5, 6e-5, 7.5e-5, 1e-4};
+    for (double bound : SecondsBuckets()) {
+      if (bound > b->back()) {
+        b->push_back(bound);
+      }
+    }
+    return b;
+  }();
+  return *buckets;
+}
+
 Metrics::Metrics()
     : registry_(std::make_shared<prometheus::Registry>()),
       request_duration_(BuildHistogram()
@@ -94,6 +111,12 @@ Metrics::Metrics()
                               "when the call's deadline passed: the work went to an answer "
                               "nobody received.")
                         .Register(*registry_)),
+      answer_bytes_(BuildCounter()
+                        .Name("embedding_answer_bytes_total")
+                        .Help("Bytes of rows in LookUp answers handed to gRPC, in the type each "
+                              "answer was asked in (a bfloat16 answer from a float32 table counts "
+                              "2 bytes a value).")
+                        .Register(*registry_)),
       queue_ids_(BuildGauge()
                      .Name("embedding_queue_ids")
                      .Help("Ids waiting in the table's queue.")
@@ -143,7 +166,7 @@ Metrics::~Metrics() = default;
 TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtype,
                                const std::string& device, int64_t rows, int64_t dim,
                                int64_t bytes) {
-  const auto& s = SecondsBuckets();
+  const auto& s = StageSecondsBuckets();
   auto stage = [&](const char* name) {
     return &stage_duration_.Add({{"table", table}, {"stage", name}}, s);
   };
@@ -161,6 +184,7 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .batch_ids = &batch_ids_.Add({{"table", table}}, PowersOfTwo(20)),
       .batch_requests = &batch_requests_.Add({{"table", table}}, PowersOfTwo(12)),
       .ids = &ids_.Add({{"table", table}}),
+      .answer_bytes = &answer_bytes_.Add({{"table", table}}),
       .dropped_deadline = &dropped_requests_.Add({{"table", table}, {"reason", "deadline"}}),
       .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
       .late_answers = &late_answers_.Add({{"table", table}}),

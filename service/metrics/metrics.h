@@ -32,6 +32,7 @@ struct TableMetrics {
   prometheus::Histogram* batch_ids;
   prometheus::Histogram* batch_requests;
   prometheus::Counter* ids;
+  prometheus::Counter* answer_bytes;  // rows in OK answers, in the answer's type
   prometheus::Counter* dropped_deadline;
   prometheus::Counter* dropped_cancelled;
   // Answers finished OK that gRPC dropped unsent because the call's deadline passed.
@@ -61,6 +62,9 @@ class Metrics {
 
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
   static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
+  // For the batch's stages (queue wait, gather, copies, answer, finish): 1 us to 10 s, finer
+  // below 100 us, and a superset of SecondsBuckets().
+  static const prometheus::Histogram::BucketBoundaries& StageSecondsBuckets();
 
   static constexpr int kNumCodes = 17;  // google.rpc.Code values 0..16
 
@@ -87,6 +91,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& rejected_ids_;
   prometheus::Family<prometheus::Counter>& dropped_requests_;
   prometheus::Family<prometheus::Counter>& late_answers_;
+  prometheus::Family<prometheus::Counter>& answer_bytes_;
   prometheus::Family<prometheus::Gauge>& queue_ids_;
   prometheus::Family<prometheus::Gauge>& inflight_batches_;
   prometheus::Family<prometheus::Gauge>& table_info_;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -208,6 +209,25 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
         absl::StrCat("cannot serve metrics on ", config.metrics_address, ": ", e.what()));
   }
   server->exposer_->RegisterCollectable(server->metrics_->registry());
+  server->scrape_metrics_ = std::make_shared<ScrapeTimeMetrics>();
+  if (device.cuda) {
+    auto memory = [device](bool used) {
+      return [device, used]() -> std::optional<double> {
+        absl::StatusOr<DeviceMemory> m = QueryDeviceMemory(device);
+        if (!m.ok()) {
+          return std::nullopt;  // a lost device: the sample is left out
+        }
+        return static_cast<double>(used ? m->used_bytes : m->total_bytes);
+      };
+    };
+    server->scrape_metrics_->AddGauge("embedding_device_memory_used_bytes",
+                                      "Memory in use on the device (all its users), in bytes.",
+                                      {{"device", device.name()}}, memory(true));
+    server->scrape_metrics_->AddGauge("embedding_device_memory_total_bytes",
+                                      "The device's memory, in bytes.", {{"device", device.name()}},
+                                      memory(false));
+  }
+  server->exposer_->RegisterCollectable(server->scrape_metrics_);
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = metrics_ports.empty() ? 0 : metrics_ports.front();
   LogInfo("gRPC listening on ", grpc_address.host, ":", server->grpc_port_,

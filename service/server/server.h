@@ -19,6 +19,7 @@
 #include "service/batch/answer_buffer.h"
 #include "service/batch/batcher.h"
 #include "service/metrics/metrics.h"
+#include "service/metrics/scrape_time_metrics.h"
 #include "service/rpc/active_calls.h"
 #include "service/rpc/embedding_service.h"
 #include "service/rpc/health_service.h"
@@ -93,6 +94,8 @@ class EmbeddingServer {
   std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' device
   ActiveCalls active_calls_;                       // outlives server_: its calls count here
   std::unique_ptr<Metrics> metrics_;
+  // Before exposer_, so that it outlives the exposer's scrapes.
+  std::shared_ptr<ScrapeTimeMetrics> scrape_metrics_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
   std::unique_ptr<grpc::Server> server_;

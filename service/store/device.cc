@@ -29,6 +29,27 @@ int VisibleGpus() {
 
 std::string Device::name() const { return cuda ? absl::StrCat("cuda:", index) : "cpu"; }
 
+absl::StatusOr<DeviceMemory> QueryDeviceMemory(const Device& device) {
+  if (!device.cuda) {
+    return absl::FailedPreconditionError("the CPU has no device memory to report");
+  }
+#if EMB_HAVE_CUDA
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  cudaError_t err = cudaSetDevice(device.index);
+  if (err == cudaSuccess) {
+    err = cudaMemGetInfo(&free_bytes, &total_bytes);
+  }
+  if (err != cudaSuccess) {
+    return absl::InternalError(
+        absl::StrCat(device.name(), ": cudaMemGetInfo failed: ", cudaGetErrorName(err)));
+  }
+  return DeviceMemory{total_bytes - free_bytes, total_bytes};
+#else
+  return absl::FailedPreconditionError("this build has no CUDA backend");
+#endif
+}
+
 absl::StatusOr<Device> ResolveDevice(absl::string_view flag) {
   if (flag == "cpu") {
     return Device{};

@@ -2,6 +2,7 @@
 #ifndef EMB_SERVICE_STORE_DEVICE_H_
 #define EMB_SERVICE_STORE_DEVICE_H_
 
+#include <cstddef>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,16 @@ struct Device {
   // "cpu" or "cuda:N", as logs, metrics and ListTables name it.
   std::string name() const;
 };
+
+// A CUDA device's memory, as cudaMemGetInfo reports it.
+struct DeviceMemory {
+  size_t used_bytes = 0;
+  size_t total_bytes = 0;
+};
+
+// The memory of `device` now; FAILED_PRECONDITION for the CPU, INTERNAL where CUDA cannot say
+// (a lost device). Callable from any thread.
+absl::StatusOr<DeviceMemory> QueryDeviceMemory(const Device& device);
 
 // "auto" -> cuda:0 where this build has CUDA and a GPU is visible, else cpu; "cuda" -> cuda:0;
 // "cpu" and "cuda:N" as they are. INVALID_ARGUMENT for anything else, or for cuda when this build
