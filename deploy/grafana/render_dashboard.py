@@ -7,6 +7,9 @@ tests/deploy/dashboard_queries.py uses to fill in the dashboard's variables and 
 
 Needs Debian's python3-matplotlib (run it with /usr/bin/python3). $pod and $table take every
 value Prometheus knows (Grafana's "All"), $__rate_interval the given interval (default 1m).
+The PNG carries what it drew as a text chunk (PNG_KEY): per panel its title, type, unit and
+queries as the dashboard JSON has them, and the series drawn; tests/deploy/dashboard_png.py
+compares that with the JSON, so that a picture of another dashboard is caught.
 """
 import argparse
 import json
@@ -20,6 +23,15 @@ import urllib.request
 
 DASHBOARD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dashboards",
                          "embedding-server.json")
+PNG_KEY = "embedding-server dashboard"  # the PNG text chunk holding what was drawn (JSON)
+
+
+def panel_facts(p):
+    """What the picture of panel p must agree with the dashboard JSON on."""
+    return {"title": p["title"], "type": p["type"],
+            "unit": p["fieldConfig"]["defaults"].get("unit", ""),
+            "targets": [{"expr": t["expr"], "legendFormat": t.get("legendFormat", "")}
+                        for t in p["targets"]]}
 
 
 def api(url, path, **params):
@@ -89,7 +101,10 @@ def draw(url, out, minutes, rate_interval):
     end = time.time()
     start, step = end - 60 * minutes, max(1.0, 60 * minutes / 150)
     cell = 0
+    drawn = []  # per panel: panel_facts and the series drawn
     for p in shown:
+        series_drawn = []
+        drawn.append({**panel_facts(p), "series": series_drawn})
         wide = p["gridPos"]["w"] == 24
         if wide and cell % 2:
             cell += 1
@@ -100,31 +115,37 @@ def draw(url, out, minutes, rate_interval):
         exprs = [(substitute(t["expr"], values, rate_interval), t.get("legendFormat", ""))
                  for t in p["targets"]]
         if p["type"] == "table":
-            draw_table(ax, url, exprs)
+            series_drawn += draw_table(ax, url, exprs)
             continue
         for expr, fmt in exprs:
             result = api(url, "query_range", query=expr, start=start, end=end, step=step)["result"]
             if p["type"] == "heatmap":
-                draw_heatmap(ax, result)
+                series_drawn += draw_heatmap(ax, result)
                 break
             for series in result:
                 t = [float(x) - end for x, _ in series["values"]]
                 y = [float(v) for _, v in series["values"]]
                 ax.plot(t, y, linewidth=1, label=legend(fmt, series["metric"]))
+                series_drawn.append(legend(fmt, series["metric"]))
+        if not series_drawn:  # as Grafana says it
+            ax.text(0.5, 0.5, "No data", transform=ax.transAxes, ha="center", va="center",
+                    fontsize=12, color="grey")
         if p["type"] == "timeseries":
             ax.set_xlabel("seconds before now", fontsize=7)
             ax.set_ylabel(unit, fontsize=7)
             if ax.get_legend_handles_labels()[0]:
                 ax.legend(fontsize=6, loc="upper left", ncol=2)
         ax.tick_params(labelsize=7)
-    fig.savefig(out, bbox_inches="tight")
+    fig.savefig(out, bbox_inches="tight",
+                metadata={PNG_KEY: json.dumps({"title": dashboard["title"], "panels": drawn})})
 
 
 def draw_heatmap(ax, result):
-    """Bucket increases over time (Grafana's heatmap of a histogram): one row per bucket."""
+    """Bucket increases over time (Grafana's heatmap of a histogram): one row per bucket. Returns
+    the buckets drawn."""
     buckets = sorted(result, key=lambda s: float(s["metric"]["le"]))
     if not buckets:
-        return
+        return []
     times = [float(t) for t, _ in buckets[0]["values"]]
     grid = [[0.0] * len(times) for _ in buckets]
     for i, s in enumerate(buckets):
@@ -141,10 +162,12 @@ def draw_heatmap(ax, result):
     ax.set_yticklabels([s["metric"]["le"] for s in buckets[lo:hi]], fontsize=6)
     ax.set_xticks([])
     ax.set_ylabel("le", fontsize=7)
+    return [f"le={s['metric']['le']}" for s in buckets[lo:hi]]
 
 
 def draw_table(ax, url, exprs):
-    """Instant values merged by (pod, table), as the panel's merge transformation does."""
+    """Instant values merged by (pod, table), as the panel's merge transformation does. Returns
+    the rows drawn."""
     rows = {}
     names = ["value", "rows", "dim", "bytes"]
     for (expr, _), name in zip(exprs, names):
@@ -158,6 +181,7 @@ def draw_table(ax, url, exprs):
     if rows:
         ax.table(cellText=[[r.get(c, "") for c in columns] for r in rows.values()],
                  colLabels=columns, loc="upper left", cellLoc="left")
+    return [f"{pod} {table}" for pod, table in rows]
 
 
 def main():

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # The dashboard against reality: a real Prometheus (Debian's, on loopback) with deploy/prometheus's
 # scrape config and rules scrapes a real server under load from `embedding-client bench`; every
-# panel query returns data (dashboard_queries.py), so do the recording rules and the
-# prometheus-adapter rule, and render_dashboard.py draws the panels from it.
+# panel query returns data (dashboard_queries.py; those of metrics a CPU server lacks, on
+# synthetic series), so do the recording rules and the prometheus-adapter rule, and
+# render_dashboard.py draws the panels from it. The picture's text chunk must list the
+# dashboard's panels and queries, and so must docs/dashboard.png's (dashboard_png.py): a
+# change of the dashboard fails here until the picture is redrawn.
 #   grafana_live_check.sh SERVER CLIENT
 # With DASHBOARD_PNG=PATH it also lets the load run for LOAD_SECONDS (default 90) and draws that
-# span into PATH: how docs/dashboard.png is made.
+# span into PATH, which it checks instead of docs/dashboard.png: how docs/dashboard.png is made.
 source "$(dirname "$0")/../tools/lib.sh"
 source "$(dirname "$0")/lib.sh"
 SERVER=$1 CLIENT=$2
@@ -49,6 +52,9 @@ done
   --minutes=0.5 --rate_interval=10s || fail "render_dashboard.py failed"
 [[ -s $WORK/dashboard.png ]] || fail "render_dashboard.py wrote no PNG"
 echo "render_dashboard.py: drew the dashboard ($(stat -c %s "$WORK/dashboard.png") bytes)"
+redraw="DASHBOARD_PNG=\$PWD/docs/dashboard.png LOAD_SECONDS=120 tests/deploy/grafana_live_check.sh build/service/embedding-server build/client/embedding-client (docs/operations.md, section 4)"
+"$PY" "$ROOT/tests/deploy/dashboard_png.py" "$WORK/dashboard.png" "$redraw" ||
+  fail "render_dashboard.py's picture disagrees with the dashboard JSON (above)"
 
 if [[ -n ${DASHBOARD_PNG:-} ]]; then
   wait "${PIDS[-1]}" || fail "bench failed: $(cat "$WORK/bench.log")"
@@ -56,3 +62,5 @@ if [[ -n ${DASHBOARD_PNG:-} ]]; then
     --minutes="$(awk "BEGIN {print $load_seconds / 60}")" --rate_interval=10s
   echo "wrote $DASHBOARD_PNG"
 fi
+"$PY" "$ROOT/tests/deploy/dashboard_png.py" "${DASHBOARD_PNG:-$ROOT/docs/dashboard.png}" "$redraw" ||
+  fail "${DASHBOARD_PNG:-docs/dashboard.png} is stale (above)"
