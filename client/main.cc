@@ -105,10 +105,10 @@ ABSL_FLAG(std::string, config, "",
           "bench: a ghz config file (JSON, deploy/loadtest/): its call data, concurrency, "
           "connections, rps, total or duration, timeout, max-recv-message-size and host; flags "
           "given on the command line override it, as in ghz.");
-ABSL_FLAG(
-    std::string, max_recv_message_size, "",
-    "bench: largest answer accepted, e.g. 4194304, 64MB or 64MiB; larger answers fail "
-    "with RESOURCE_EXHAUSTED. Empty: no limit (with --config: the file's, else ghz's 4 MiB).");
+ABSL_FLAG(std::string, max_recv_message_size, "",
+          "bench: largest answer accepted, e.g. 4194304, 64MB or 64MiB; larger answers fail "
+          "with RESOURCE_EXHAUSTED. Empty: no limit (with --config: the file's, else none, as in "
+          "ghz 0.121.0).");
 
 namespace emb::client {
 namespace {
@@ -203,6 +203,28 @@ absl::StatusOr<std::optional<TlsOptions>> TlsFromFlags() {
     *out = *std::move(text);
   }
   return std::optional<TlsOptions>(std::move(tls));
+}
+
+// bench's exit status when the run finished but some calls did not return OK (its report is
+// printed all the same); 1 is for a run that could not be made.
+constexpr int kCallsFailed = 3;
+
+// "N of M calls failed: CODE n, ..." for a report with calls that did not return OK, else "".
+std::string FailedCalls(const BenchReport& report) {
+  int64_t failed = 0;
+  std::vector<std::string> codes;
+  for (const auto& [code, n] : report.codes) {
+    if (code != "OK") {
+      failed += n;
+      codes.push_back(absl::StrCat(code, " ", n));
+    }
+  }
+  if (failed == 0) {
+    return "";
+  }
+  return absl::StrCat(failed, " of ", report.requests,
+                      " calls failed: ", absl::StrJoin(codes, ", "), " (exit status ", kCallsFailed,
+                      ")");
 }
 
 int Fail(absl::string_view command, const absl::Status& status) {
@@ -370,6 +392,11 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
   }
   std::cout << (absl::GetFlag(FLAGS_json) ? FormatBenchJson(*report) + "\n"
                                           : FormatBenchText(config, *report));
+  std::cout.flush();
+  if (const std::string failed = FailedCalls(*report); !failed.empty()) {
+    std::cerr << "embedding-client bench: " << failed << "\n";
+    return kCallsFailed;
+  }
   return 0;
 }
 

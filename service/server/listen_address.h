@@ -17,8 +17,9 @@ struct ListenAddress {
 // HOST:PORT with a port in [0, 65535]; INVALID_ARGUMENT naming `flag` otherwise.
 absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::string_view address);
 
-// Why `address` cannot be bound, asked of the OS after gRPC failed to: a busy port or a foreign
-// address reads better than gRPC's "cannot listen". Empty if the OS sees no reason.
+// Why `address` cannot be bound, asked of the OS before gRPC and the metrics exposer try (and
+// after gRPC failed to): a busy port or a foreign address reads better than gRPC's multi-line
+// "cannot listen" or civetweb's "null context". Empty if the OS sees no reason.
 std::string WhyCannotBind(const ListenAddress& address);
 
 }  // namespace emb::service

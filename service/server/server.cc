@@ -195,11 +195,27 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
   interceptors.push_back(MakeCallMetricsFactory(server->metrics_.get(), &server->active_calls_));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  // Asked of the OS first, so that a busy port stops start-up with our one line, not after
+  // gRPC's own multi-line error; the check after BuildAndStart stays for what the OS allows here
+  // and gRPC still refuses.
+  if (grpc_address.port != 0) {
+    if (const std::string why = WhyCannotBind(grpc_address); !why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen for gRPC on --grpc_address=", config.grpc_address, ": ", why));
+    }
+  }
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->grpc_port_ == 0) {
     const std::string why = WhyCannotBind(grpc_address);
     return absl::UnavailableError(absl::StrCat("cannot listen for gRPC on --grpc_address=",
                                                config.grpc_address, why.empty() ? "" : ": ", why));
+  }
+  // civetweb's own message for a busy port is "null context when constructing CivetServer".
+  if (metrics_address.port != 0) {
+    if (const std::string why = WhyCannotBind(metrics_address); !why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot serve metrics on --metrics_address=", config.metrics_address, ": ", why));
+    }
   }
   try {
     server->exposer_ =

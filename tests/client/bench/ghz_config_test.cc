@@ -24,7 +24,7 @@ TEST(ParseGhzConfig, AbsentKeysHoldGhzDefaults) {
   EXPECT_EQ(c->connections, 1);
   EXPECT_EQ(c->rps, 0);
   EXPECT_EQ(c->timeout, absl::Seconds(20));
-  EXPECT_EQ(c->max_recv_message_bytes, 4 << 20);
+  EXPECT_EQ(c->max_recv_message_bytes, -1);  // ghz 0.121.0 sets no receive limit
   EXPECT_FALSE(c->insecure);
   ASSERT_EQ(c->data.size(), 1u);
   EXPECT_THAT(c->data[0], HasSubstr("{{randomInt 0 9}}"));
@@ -95,7 +95,7 @@ TEST(ApplyGhzConfig, FileSetsTheLoadWithGhzSemantics) {
   EXPECT_EQ(c.requests, 30);
   EXPECT_EQ(c.warmup, absl::ZeroDuration());
   EXPECT_EQ(c.timeout, absl::Seconds(20));
-  EXPECT_EQ(c.max_recv_message_bytes, 4 << 20);
+  EXPECT_EQ(c.max_recv_message_bytes, -1);  // none, as in ghz 0.121.0
   EXPECT_FALSE(c.tls.has_value());
   EXPECT_EQ(c.call_data, file.data);
 
