@@ -66,4 +66,53 @@ void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
   }
 }
 
+namespace {
+
+template <DataType kIn, DataType kOut>
+void ConvertElements(const std::byte* in, int64_t count, std::byte* out) {
+  for (int64_t j = 0; j < count; ++j) {
+    StoreFromFloat(out, kOut, j, LoadAsFloat(in, kIn, j));
+  }
+}
+
+template <DataType kIn>
+void ConvertElementsFrom(const std::byte* in, int64_t count, DataType out_type, std::byte* out) {
+  switch (out_type) {
+    case DataType::kFloat32:
+      return ConvertElements<kIn, DataType::kFloat32>(in, count, out);
+    case DataType::kFloat16:
+      return ConvertElements<kIn, DataType::kFloat16>(in, count, out);
+    case DataType::kBFloat16:
+      return ConvertElements<kIn, DataType::kBFloat16>(in, count, out);
+  }
+}
+
+}  // namespace
+
+void CpuConvert(const std::byte* in, DataType in_type, int64_t count, DataType out_type,
+                std::byte* out) {
+  if (in_type == out_type) {
+    std::memcpy(out, in, static_cast<size_t>(count) * ElementSize(in_type));
+    return;
+  }
+  switch (in_type) {
+    case DataType::kFloat32:
+      return ConvertElementsFrom<DataType::kFloat32>(in, count, out_type, out);
+    case DataType::kFloat16:
+      return ConvertElementsFrom<DataType::kFloat16>(in, count, out_type, out);
+    case DataType::kBFloat16:
+      return ConvertElementsFrom<DataType::kBFloat16>(in, count, out_type, out);
+  }
+}
+
+void CpuScatter(const std::byte* rows, DataType rows_type, int64_t dim,
+                absl::Span<const int64_t> ids, std::byte* table, DataType table_type) {
+  const size_t in_row = static_cast<size_t>(dim) * ElementSize(rows_type);
+  const size_t out_row = static_cast<size_t>(dim) * ElementSize(table_type);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    CpuConvert(rows + i * in_row, rows_type, dim, table_type,
+               table + static_cast<size_t>(ids[i]) * out_row);
+  }
+}
+
 }  // namespace emb::kernels

@@ -1,5 +1,6 @@
-// The CPU gather: copies table rows into a contiguous answer, converting the element type.
-// Thread-safe (no state); the reference that the CUDA gather is tested against.
+// The CPU gather: copies table rows into a contiguous answer, converting the element type; and
+// its inverse for row updates, the scatter. Thread-safe (no state); the reference that the CUDA
+// gather is tested against.
 #ifndef EMB_KERNELS_CPU_GATHER_H_
 #define EMB_KERNELS_CPU_GATHER_H_
 
@@ -16,6 +17,16 @@ namespace emb::kernels {
 // `out` must not overlap `table`.
 void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
                absl::Span<const int64_t> ids, DataType out_type, std::byte* out);
+
+// Writes `count` elements of `in_type` at `in` to `out` as `out_type`, converted as the gather
+// converts (round to nearest even). `out` must not overlap `in`.
+void CpuConvert(const std::byte* in, DataType in_type, int64_t count, DataType out_type,
+                std::byte* out);
+
+// Writes rows[i] (dim elements of `rows_type`), converted to `table_type`, over row ids[i] of
+// `table`, in order: an id given twice keeps its last row. Ids must be in [0, rows).
+void CpuScatter(const std::byte* rows, DataType rows_type, int64_t dim,
+                absl::Span<const int64_t> ids, std::byte* table, DataType table_type);
 
 }  // namespace emb::kernels
 

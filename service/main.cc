@@ -114,6 +114,23 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key (unencrypted) of --tls_cert
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate(s): with --tls_cert and --tls_key, mutual TLS; every client must "
           "present a certificate signed by one of them.");
+ABSL_FLAG(std::string, admin_address, "",
+          "HOST:PORT of the admin listener (EmbeddingAdminService: row updates). Empty: no admin "
+          "service; the tables take no writes. Needs mutual TLS (--admin_tls_*) and "
+          "--admin_allowed_identities, or --admin_insecure on a loopback host.");
+ABSL_FLAG(std::string, admin_tls_cert, "", "PEM certificate (chain) of the admin listener.");
+ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key (unencrypted) of --admin_tls_cert.");
+ABSL_FLAG(std::string, admin_tls_client_ca, "",
+          "PEM CA certificate(s) that admin client certificates must be signed by.");
+ABSL_FLAG(std::vector<std::string>, admin_allowed_identities, {},
+          "Comma-separated client identities that may write: a client certificate's SAN entries "
+          "(DNS, URI, email, IP), or its CN where it has no SAN. Any other caller gets "
+          "PERMISSION_DENIED.");
+ABSL_FLAG(bool, admin_insecure, false,
+          "Serve the admin listener in plaintext to every caller, without an identity check: "
+          "only on a loopback --admin_address (tests, a sidecar in the same pod).");
+ABSL_FLAG(int64_t, admin_max_message_bytes, int64_t{64} << 20,
+          "The largest UpdateRows message the admin listener reads, in bytes.");
 ABSL_FLAG(double, drain_seconds, 5,
           "On SIGTERM, SIGINT or SIGHUP: seconds to keep serving with health NOT_SERVING before "
           "shutdown.");
@@ -281,6 +298,13 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.tls_cert = absl::GetFlag(FLAGS_tls_cert);
   c.tls_key = absl::GetFlag(FLAGS_tls_key);
   c.tls_client_ca = absl::GetFlag(FLAGS_tls_client_ca);
+  c.admin_address = absl::GetFlag(FLAGS_admin_address);
+  c.admin_tls_cert = absl::GetFlag(FLAGS_admin_tls_cert);
+  c.admin_tls_key = absl::GetFlag(FLAGS_admin_tls_key);
+  c.admin_tls_client_ca = absl::GetFlag(FLAGS_admin_tls_client_ca);
+  c.admin_allowed_identities = absl::GetFlag(FLAGS_admin_allowed_identities);
+  c.admin_insecure = absl::GetFlag(FLAGS_admin_insecure);
+  c.admin_max_message_bytes = absl::GetFlag(FLAGS_admin_max_message_bytes);
   if (c.batcher.answer_threads == -1) {
     c.batcher.answer_threads =
         std::min(8, static_cast<int>(std::thread::hardware_concurrency()) / 4);

@@ -77,7 +77,7 @@ absl::Status Batcher::Submit(Request request) {
           absl::StrCat("table '", store_->info().name, "' queue is full: ", queued_ids_,
                        " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
     }
-    if (!queue_.empty() || inflight_ >= inline_batches_) {
+    if (!queue_.empty() || inflight_ >= inline_batches_ || updating_ || !updates_.empty()) {
       queued_ids_ += n;
       metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
       queue_.push_back(Entry{std::move(request), clock_->Now()});
@@ -89,6 +89,15 @@ absl::Status Batcher::Submit(Request request) {
     start_now.push_back(Entry{std::move(request), clock_->Now()});
   }
   Dispatch(std::move(start_now));
+  return absl::OkStatus();
+}
+
+absl::Status Batcher::SubmitUpdate(Update update) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) {
+    return absl::UnavailableError("the server is shutting down");
+  }
+  updates_.push_back(std::move(update));
   return absl::OkStatus();
 }
 
@@ -144,32 +153,76 @@ std::vector<Batcher::Entry> Batcher::TakeBatch() {
 void Batcher::Run() {
   for (;;) {
     std::vector<Entry> entries;
+    std::deque<Update> updates;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](Batcher* b)
-               ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->stopping_ || !b->queue_.empty(); },
+          +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+            return b->stopping_ || !b->queue_.empty() || !b->updates_.empty();
+          },
           this));
-      if (queue_.empty()) {
+      if (!updates_.empty()) {
+        // A batch boundary: no batch starts from here on, and the ones in flight finish first.
+        updating_ = true;
+        mu_.Await(absl::Condition(
+            +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->inflight_ == 0; }, this));
+        updates.swap(updates_);
+      } else if (queue_.empty()) {
         return;  // stopping, and nothing left to run
+      } else {
+        if (options_.max_queue_delay > absl::ZeroDuration()) {
+          // Wait for more requests until the batch is full or the oldest has waited long enough
+          // (or an update arrives, which goes first).
+          const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
+          const absl::Duration wait = flush_at - clock_->Now();
+          mu_.AwaitWithTimeout(absl::Condition(
+                                   +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                     return b->stopping_ || !b->updates_.empty() ||
+                                            b->queued_ids_ >= b->options_.max_batch_ids;
+                                   },
+                                   this),
+                               wait);
+          if (!updates_.empty()) {
+            continue;
+          }
+        }
+        entries = TakeBatch();
+        ++inflight_;
+        metrics_.inflight_batches->Set(static_cast<double>(inflight_));
       }
-      if (options_.max_queue_delay > absl::ZeroDuration()) {
-        // Wait for more requests until the batch is full or the oldest has waited long enough.
-        const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
-        const absl::Duration wait = flush_at - clock_->Now();
-        mu_.AwaitWithTimeout(absl::Condition(
-                                 +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                   return b->stopping_ ||
-                                          b->queued_ids_ >= b->options_.max_batch_ids;
-                                 },
-                                 this),
-                             wait);
-      }
-      entries = TakeBatch();
-      ++inflight_;
-      metrics_.inflight_batches->Set(static_cast<double>(inflight_));
+    }
+    if (!updates.empty()) {
+      ApplyUpdates(updates);
+      absl::MutexLock lock(&mu_);
+      updating_ = false;
+      continue;
     }
     Dispatch(std::move(entries));
+  }
+}
+
+void Batcher::ApplyUpdates(std::deque<Update>& updates) {
+  for (Update& u : updates) {
+    const int64_t last = last_sequence_.load(std::memory_order_relaxed);
+    if (u.sequence <= last) {
+      u.done(absl::FailedPreconditionError(absl::StrCat(
+          "sequence ", u.sequence, " for table '", store_->info().name,
+          "' does not increase: the last applied is ", last, "; nothing of this message applied")));
+      continue;
+    }
+    absl::StatusOr<int64_t> written = store_->UpdateRows(u.ids, u.rows_type, u.rows);
+    if (!written.ok()) {
+      u.done(std::move(written));
+      continue;
+    }
+    last_sequence_.store(u.sequence, std::memory_order_release);
+    updated_rows_.fetch_add(*written, std::memory_order_relaxed);
+    metrics_.updated_rows->Increment(static_cast<double>(*written));
+    metrics_.update_sequence->Set(static_cast<double>(u.sequence));
+    const absl::Time now = clock_->Now();
+    metrics_.last_update_time->Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
+    metrics_.update_seconds->Observe(absl::ToDoubleSeconds(now - u.received));
+    u.done(*written);
   }
 }
 

@@ -14,7 +14,13 @@
 // store; neither zero-filled nor freshly page-faulted), which the store fills directly. Then the
 // calls are finished: the first caller's on the thread that answered the batch, the others' on
 // the finishing threads. A batch counts as in flight until the store answers it (its slot is free
-// again then), and as finishing until its last call is finished. Thread-safe.
+// again then), and as finishing until its last call is finished.
+// Row updates (SubmitUpdate) are applied by the worker at a batch boundary: it stops forming
+// batches (and the submitting threads stop starting them), waits until no batch is in flight,
+// writes the queued updates through the store in order, each whole, and answers each as soon as
+// its rows are written; then batches resume. So no batch reads a table that an update is
+// writing, and every batch formed after an update's answer reads its rows. Updates go ahead of
+// the lookups already queued. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -28,6 +34,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -88,7 +95,32 @@ class Batcher {
   // already, INVALID_ARGUMENT for more than max_batch_ids ids, UNAVAILABLE after Shutdown().
   absl::Status Submit(Request request);
 
-  // Stops taking requests, runs every queued one, and waits until every batch is answered.
+  // Rows to write over the table's rows (EmbeddingStore::UpdateRows), with the publisher's
+  // sequence number.
+  struct Update {
+    absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
+    DataType rows_type = DataType::kFloat32;
+    absl::Span<const std::byte> rows;  // ids.size() rows of the table's dim; valid until `done`
+    // Must be greater than last_sequence() when the update is applied, else it applies nothing.
+    int64_t sequence = 0;
+    // When the update reached the server: the update-latency histogram runs from here to the
+    // moment its rows are visible.
+    absl::Time received;
+    // The rows written (distinct ids) once they are; FAILED_PRECONDITION for a sequence that
+    // does not increase; the store's error otherwise (nothing written).
+    absl::AnyInvocable<void(absl::StatusOr<int64_t> written)> done;
+  };
+
+  // Queues `update` for the next batch boundary. On OK its `done` runs exactly once, on the
+  // worker thread; UNAVAILABLE after Shutdown() (then `done` is not called).
+  absl::Status SubmitUpdate(Update update);
+
+  // The sequence of the last update applied (0 before any) and the rows updates have written.
+  int64_t last_sequence() const { return last_sequence_.load(std::memory_order_acquire); }
+  int64_t updated_rows() const { return updated_rows_.load(std::memory_order_relaxed); }
+
+  // Stops taking requests and updates, runs every queued one, and waits until every batch is
+  // answered.
   void Shutdown();
 
   int64_t queued_ids_for_test() const;
@@ -101,6 +133,8 @@ class Batcher {
   struct Batch;
 
   void Run();
+  // Applies `updates` in order and answers each (worker thread; no batch in flight).
+  void ApplyUpdates(std::deque<Update>& updates);
   // Removes the next batch's entries from the queue; empty when the queue is empty.
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
@@ -129,6 +163,11 @@ class Batcher {
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches the store has not answered
   int64_t finishing_ ABSL_GUARDED_BY(mu_) = 0;  // answered batches with calls left to finish
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<Update> updates_ ABSL_GUARDED_BY(mu_);
+  // Set while the worker waits for the batches in flight and applies updates: no batch starts.
+  bool updating_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<int64_t> last_sequence_{0};  // written by the worker only
+  std::atomic<int64_t> updated_rows_{0};
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
   ThreadPool finishers_;
   std::thread worker_;

@@ -141,6 +141,26 @@ Metrics::Metrics()
                        .Name("embedding_table_bytes")
                        .Help("Bytes each loaded table occupies on its device.")
                        .Register(*registry_)),
+      updated_rows_(BuildCounter()
+                        .Name("embedding_updated_rows_total")
+                        .Help("Rows written by UpdateRows (distinct ids of each applied "
+                              "message).")
+                        .Register(*registry_)),
+      update_sequence_(BuildGauge()
+                           .Name("embedding_table_update_sequence")
+                           .Help("The sequence of the last UpdateRows message applied to the "
+                                 "table (0: none since it was loaded).")
+                           .Register(*registry_)),
+      last_update_time_(BuildGauge()
+                            .Name("embedding_table_last_update_timestamp_seconds")
+                            .Help("When the last UpdateRows message was applied to the table, in "
+                                  "Unix seconds (0: none since it was loaded).")
+                            .Register(*registry_)),
+      update_seconds_(BuildHistogram()
+                          .Name("embedding_update_visible_seconds")
+                          .Help("Time from an UpdateRows message's arrival at the server to its "
+                                "rows being visible to lookups.")
+                          .Register(*registry_)),
       unsent_answer_bytes_(BuildGauge()
                                .Name("embedding_unsent_answer_bytes")
                                .Help("Bytes of answer memory held for LookUps from admission "
@@ -190,6 +210,10 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .late_answers = &late_answers_.Add({{"table", table}}),
       .queue_ids = &queue_ids_.Add({{"table", table}}),
       .inflight_batches = &inflight_batches_.Add({{"table", table}}),
+      .updated_rows = &updated_rows_.Add({{"table", table}}),
+      .update_sequence = &update_sequence_.Add({{"table", table}}),
+      .last_update_time = &last_update_time_.Add({{"table", table}}),
+      .update_seconds = &update_seconds_.Add({{"table", table}}, s),
   };
 }
 

@@ -39,6 +39,11 @@ struct TableMetrics {
   prometheus::Counter* late_answers;
   prometheus::Gauge* queue_ids;
   prometheus::Gauge* inflight_batches;
+  // Row updates (EmbeddingAdminService.UpdateRows).
+  prometheus::Counter* updated_rows;      // distinct rows written
+  prometheus::Gauge* update_sequence;     // the last applied sequence
+  prometheus::Gauge* last_update_time;    // Unix seconds of the last applied update
+  prometheus::Histogram* update_seconds;  // an update's receipt until its rows are visible
 };
 
 class Metrics {
@@ -98,6 +103,10 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& table_rows_;
   prometheus::Family<prometheus::Gauge>& table_dim_;
   prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Family<prometheus::Counter>& updated_rows_;
+  prometheus::Family<prometheus::Gauge>& update_sequence_;
+  prometheus::Family<prometheus::Gauge>& last_update_time_;
+  prometheus::Family<prometheus::Histogram>& update_seconds_;
   prometheus::Gauge& unsent_answer_bytes_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;

@@ -155,8 +155,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::HoldOrRefuse(grpc::CallbackServe
   return FinishNow(ctx, ShuttingDown());
 }
 
-absl::StatusOr<ServedTable*> EmbeddingServiceImpl::FindTable(const std::string& name) const {
-  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+absl::StatusOr<ServedTable*> FindServedTable(std::vector<ServedTable>* tables,
+                                             const std::string& name) {
   if (tables == nullptr) {
     return absl::UnavailableError("tables are still loading; retry shortly");
   }
@@ -218,7 +218,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     return finish(absl::InvalidArgumentError("the request is not a LookUpRequest"));
   }
   const LookUpRequest& request = call->request;
-  absl::StatusOr<ServedTable*> table = FindTable(request.table());
+  absl::StatusOr<ServedTable*> table =
+      FindServedTable(tables_.load(std::memory_order_acquire), request.table());
   if (!table.ok()) {
     return finish(table.status());
   }
@@ -294,6 +295,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_dtype(ToProto(table.dtype));
     info->set_device(table.device);
     info->set_is_default(i == 0);
+    info->set_sequence((*tables)[i].batcher->last_sequence());
+    info->set_updated_rows((*tables)[i].batcher->updated_rows());
   }
   return FinishNow(ctx, absl::OkStatus());
 }

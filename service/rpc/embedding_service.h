@@ -57,6 +57,11 @@ struct ServedTable {
   TableMetrics metrics;
 };
 
+// The table `name` names in `tables` (empty: the default, the first); UNAVAILABLE while `tables`
+// is nullptr (still loading), NOT_FOUND naming the tables there are.
+absl::StatusOr<ServedTable*> FindServedTable(std::vector<ServedTable>* tables,
+                                             const std::string& name);
+
 // ListTables through protobuf messages, LookUp on raw bytes.
 using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod_ListTables<
     embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUp<
@@ -89,8 +94,6 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
  private:
   // Holds or refuses the call while shutting down (see HoldNewCalls): its reactor, else nullptr.
   grpc::ServerUnaryReactor* HoldOrRefuse(grpc::CallbackServerContext* ctx);
-  // The table a request names, or NOT_FOUND.
-  absl::StatusOr<ServedTable*> FindTable(const std::string& name) const;
   // Checks `request` against `table` and the limits; on error counts the rejected ids.
   absl::Status Validate(const embedding::v1::LookUpRequest& request, const ServedTable& table,
                         DataType* out_type) const;

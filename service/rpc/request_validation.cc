@@ -6,9 +6,34 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "proto/convert/data_type_proto.h"
+#include "service/common/status_macros.h"
 #include "service/rpc/grpc_status.h"
 
 namespace emb::service {
+
+namespace {
+
+// OK when every id is in [0, rows); else the first that is not, named as LookUp names it.
+absl::Status CheckIds(const google::protobuf::RepeatedField<int64_t>& ids,
+                      const RequestTable& table, absl::string_view* reject_reason) {
+  for (int i = 0; i < ids.size(); ++i) {
+    const int64_t id = ids.Get(i);
+    if (static_cast<uint64_t>(id) < static_cast<uint64_t>(table.rows)) {
+      continue;
+    }
+    if (id < 0) {
+      *reject_reason = kRejectNegativeId;
+      return absl::InvalidArgumentError(absl::StrCat("ids[", i, "] = ", id, " is negative"));
+    }
+    *reject_reason = kRejectOutOfRange;
+    return absl::OutOfRangeError(absl::StrCat("ids[", i, "] = ", id, " is out of range for table '",
+                                              table.name, "' with ", table.rows,
+                                              " rows (valid: 0..", table.rows - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpRequest& request,
                                                const RequestTable& table, int64_t max_request_ids,
@@ -70,22 +95,34 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                       " bytes), over the limit of ", max_response_bytes,
                       " bytes (--max_response_bytes); split the request")));
   }
-  const int64_t rows = table.rows;
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t id = request.ids(static_cast<int>(i));
-    if (static_cast<uint64_t>(id) < static_cast<uint64_t>(rows)) {
-      continue;  // the common case, one compare
-    }
-    if (id < 0) {
-      return reject(kRejectNegativeId, absl::InvalidArgumentError(
-                                           absl::StrCat("ids[", i, "] = ", id, " is negative")));
-    }
-    return reject(kRejectOutOfRange,
-                  absl::OutOfRangeError(absl::StrCat(
-                      "ids[", i, "] = ", id, " is out of range for table '", table.name, "' with ",
-                      rows, " rows (valid: 0..", rows - 1, ")")));
-  }
+  RETURN_IF_ERROR(CheckIds(request.ids(), table, reject_reason));
   return out_type;
+}
+
+absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRowsRequest& request,
+                                                   const RequestTable& table) {
+  DataType rows_type = table.dtype;
+  if (request.dtype() != embedding::v1::DATA_TYPE_UNSPECIFIED) {
+    const std::optional<DataType> given = FromProto(request.dtype());
+    if (!given.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dtype ", static_cast<int>(request.dtype()),
+          " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16, or leave it unset for the "
+          "table's own type)"));
+    }
+    rows_type = *given;
+  }
+  // A message is bounded by the admin port's receive limit, so this does not overflow.
+  const auto n = static_cast<uint64_t>(request.ids_size());
+  const uint64_t row_bytes = static_cast<uint64_t>(table.dim) * ElementSize(rows_type);
+  if (request.rows().size() != n * row_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows hold ", request.rows().size(), " bytes, but ", n, " ids of table '", table.name,
+        "' (dim ", table.dim, ") in ", DataTypeName(rows_type), " take ", n * row_bytes));
+  }
+  absl::string_view reason;
+  RETURN_IF_ERROR(CheckIds(request.ids(), table, &reason));
+  return rows_type;
 }
 
 }  // namespace emb::service

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "embedding/v1/embedding_admin.pb.h"
 #include "embedding/v1/embedding_service.pb.h"
 #include "kernels/data_type.h"
 
@@ -47,6 +48,13 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                                                const RequestTable& table, int64_t max_request_ids,
                                                int64_t max_response_bytes,
                                                absl::string_view* reject_reason);
+
+// The rows' type when `request` may be applied to `table` (its sequence is checked when it is
+// applied, against the table's last). Otherwise INVALID_ARGUMENT (an unknown dtype, a negative
+// id, rows whose length is not len(ids) rows of the table's dim) or OUT_OF_RANGE (an id >=
+// table.rows), naming the field, the value and the table.
+absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRowsRequest& request,
+                                                   const RequestTable& table);
 
 }  // namespace emb::service
 

@@ -6,8 +6,10 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
 #include "grpc/grpc.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -250,8 +252,13 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
           " (health NOT_SERVING until the tables are loaded)");
   LogInfo("metrics on http://", metrics_address.host, ":", server->metrics_port_, "/metrics");
 
+  RETURN_IF_ERROR(server->StartAdmin(config));
+
   RETURN_IF_ERROR(server->LoadTables(config, device, sources));
   server->service_->SetTables(&server->tables_);
+  if (server->admin_ != nullptr) {
+    server->admin_->SetTables(&server->tables_);
+  }
   if (config.before_serving) {
     config.before_serving();
   }
@@ -307,6 +314,108 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
   return absl::OkStatus();
 }
 
+namespace {
+
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+// The admin flags besides the address: consistent, and safe for the address they serve.
+absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& address) {
+  const bool any_tls =
+      !c.admin_tls_cert.empty() || !c.admin_tls_key.empty() || !c.admin_tls_client_ca.empty();
+  if (c.admin_insecure) {
+    if (any_tls || !c.admin_allowed_identities.empty()) {
+      return absl::InvalidArgumentError(
+          "--admin_insecure takes no --admin_tls_* or --admin_allowed_identities: it serves the "
+          "admin port in plaintext to every caller");
+    }
+    if (!IsLoopbackHost(address.host)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--admin_insecure serves writes to every caller, so only on a loopback host "
+                       "(127.0.0.1, [::1], localhost), not --admin_address=",
+                       c.admin_address,
+                       "; for any other address use mutual TLS (--admin_tls_cert, "
+                       "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
+    }
+    return absl::OkStatus();
+  }
+  if (c.admin_tls_cert.empty() || c.admin_tls_key.empty() || c.admin_tls_client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_address needs mutual TLS: --admin_tls_cert, --admin_tls_key and "
+        "--admin_tls_client_ca (or --admin_insecure, on a loopback host only)");
+  }
+  if (c.admin_allowed_identities.empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_address with mutual TLS needs --admin_allowed_identities: the client "
+        "certificate identities (SAN entries, or CN) that may write");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
+  if (config.admin_address.empty()) {
+    if (!config.admin_tls_cert.empty() || !config.admin_tls_key.empty() ||
+        !config.admin_tls_client_ca.empty() || !config.admin_allowed_identities.empty() ||
+        config.admin_insecure) {
+      return absl::InvalidArgumentError(
+          "--admin_tls_*, --admin_allowed_identities and --admin_insecure need --admin_address "
+          "(the admin service is off without it)");
+    }
+    LogInfo("admin service off (no --admin_address): tables take no updates");
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const ListenAddress address,
+                   ParseListenAddress("--admin_address", config.admin_address));
+  RETURN_IF_ERROR(CheckAdminConfig(config, address));
+  if (config.admin_max_message_bytes <= 0 || config.admin_max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError("--admin_max_message_bytes must be in [1, 2 GiB)");
+  }
+  GrpcPortCredentials credentials{grpc::InsecureServerCredentials(),
+                                  "plaintext, every caller may write (--admin_insecure)"};
+  if (!config.admin_insecure) {
+    ASSIGN_OR_RETURN(
+        credentials,
+        MakeGrpcPortCredentials(
+            config.admin_tls_cert, config.admin_tls_key, config.admin_tls_client_ca,
+            TlsFlagNames{"--admin_tls_cert", "--admin_tls_key", "--admin_tls_client_ca"},
+            ClientCertificates::kRequest));
+  }
+  admin_ = std::make_unique<AdminServiceImpl>(
+      AdminOptions{config.admin_allowed_identities, !config.admin_insecure});
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(config.admin_address, credentials.credentials, &admin_port_);
+  builder.RegisterService(admin_.get());
+  builder.SetMaxReceiveMessageSize(static_cast<int>(config.admin_max_message_bytes));
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
+  builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);
+  builder.AddChannelArgument(GRPC_ARG_MAX_METADATA_SIZE, kMaxMetadataBytes);
+  std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> interceptors;
+  interceptors.push_back(MakeCallMetricsFactory(metrics_.get(), &active_admin_calls_));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  if (address.port != 0) {
+    if (const std::string why = WhyCannotBind(address); !why.empty()) {
+      return absl::UnavailableError(absl::StrCat(
+          "cannot listen for admin calls on --admin_address=", config.admin_address, ": ", why));
+    }
+  }
+  admin_server_ = builder.BuildAndStart();
+  if (admin_server_ == nullptr || admin_port_ == 0) {
+    const std::string why = WhyCannotBind(address);
+    return absl::UnavailableError(absl::StrCat("cannot listen for admin calls on --admin_address=",
+                                               config.admin_address, why.empty() ? "" : ": ", why));
+  }
+  LogInfo("admin service (UpdateRows) on ", address.host, ":", admin_port_, ", ",
+          credentials.description,
+          config.admin_insecure
+              ? ""
+              : absl::StrCat("; writers: ", absl::StrJoin(config.admin_allowed_identities, ", ")));
+  return absl::OkStatus();
+}
+
 void EmbeddingServer::SetNotServing() {
   if (health_ != nullptr) {
     health_->SetServing(false);
@@ -320,6 +429,13 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
   shut_down_ = true;
   if (health_ != nullptr) {
     health_->Shutdown();  // NOT_SERVING, and the Watch streams end
+  }
+  if (admin_server_ != nullptr) {
+    // Writes stop first: each stream ends UNAVAILABLE once the message being applied, if any,
+    // is answered (the batchers still run), so every answered message is applied.
+    admin_->Shutdown();
+    admin_server_->Shutdown(absl::ToChronoTime(deadline));
+    admin_server_->Wait();
   }
   if (server_ != nullptr) {
     // gRPC's own shutdown sends GOAWAY, then answers CANCELLED to every call that reaches it

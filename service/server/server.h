@@ -21,6 +21,7 @@
 #include "service/metrics/metrics.h"
 #include "service/metrics/scrape_time_metrics.h"
 #include "service/rpc/active_calls.h"
+#include "service/rpc/admin_service.h"
 #include "service/rpc/embedding_service.h"
 #include "service/rpc/health_service.h"
 #include "service/store/device.h"
@@ -59,6 +60,18 @@ struct ServerConfig {
   std::string tls_cert;       // the server's certificate (chain)
   std::string tls_key;        // its private key, unencrypted
   std::string tls_client_ca;  // CA certificate(s) that client certificates must chain to
+  // The admin listener (EmbeddingAdminService: row updates), HOST:PORT; empty: no admin service
+  // anywhere. It takes mutual TLS (admin_tls_cert, admin_tls_key, admin_tls_client_ca, all
+  // three) and writes only for client identities on admin_allowed_identities; or, with
+  // admin_insecure, plaintext with no identity check, on a loopback host only.
+  std::string admin_address;
+  std::string admin_tls_cert;
+  std::string admin_tls_key;
+  std::string admin_tls_client_ca;
+  std::vector<std::string> admin_allowed_identities;
+  bool admin_insecure = false;
+  // The largest UpdateRows message the admin port reads.
+  int64_t admin_max_message_bytes = int64_t{64} << 20;
   // Called once the tables are loaded, just before health says SERVING (main.cc: from here on a
   // stop signal drains instead of ending start-up). May be empty.
   std::function<void()> before_serving;
@@ -75,6 +88,8 @@ class EmbeddingServer {
 
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // 0 where there is no admin listener.
+  int admin_port() const { return admin_port_; }
 
   // Health NOT_SERVING for every service; the server keeps answering calls.
   void SetNotServing();
@@ -86,6 +101,8 @@ class EmbeddingServer {
   EmbeddingServer() = default;
   absl::Status LoadTables(const ServerConfig& config, const Device& device,
                           const std::vector<std::unique_ptr<TableSource>>& sources);
+  // Opens the admin listener where config.admin_address asks for one.
+  absl::Status StartAdmin(const ServerConfig& config);
   // Shutdown's first step: returns once every call in progress is one the service holds, and
   // none has arrived for a moment; or at `until`.
   void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;
@@ -93,6 +110,7 @@ class EmbeddingServer {
   // First, so that it goes last: the batchers take answers from it, and gRPC recycles them.
   std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' device
   ActiveCalls active_calls_;                       // outlives server_: its calls count here
+  ActiveCalls active_admin_calls_;                 // outlives admin_server_
   std::unique_ptr<Metrics> metrics_;
   // Before exposer_, so that it outlives the exposer's scrapes.
   std::shared_ptr<ScrapeTimeMetrics> scrape_metrics_;
@@ -100,9 +118,12 @@ class EmbeddingServer {
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<AdminServiceImpl> admin_;  // outlives admin_server_: its calls end first
+  std::unique_ptr<grpc::Server> admin_server_;
   std::vector<ServedTable> tables_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int admin_port_ = 0;
   bool shut_down_ = false;
 };
 

@@ -130,28 +130,31 @@ std::string Subject(X509* cert) {
 
 absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& cert_path,
                                                             const std::string& key_path,
-                                                            const std::string& client_ca_path) {
+                                                            const std::string& client_ca_path,
+                                                            const TlsFlagNames& flags,
+                                                            ClientCertificates client_certs) {
   if (cert_path.empty() && key_path.empty()) {
     if (!client_ca_path.empty()) {
-      return absl::InvalidArgumentError(
-          "--tls_client_ca needs --tls_cert and --tls_key: mutual TLS is TLS with client "
-          "certificates");
+      return absl::InvalidArgumentError(absl::StrCat(flags.client_ca, " needs ", flags.cert,
+                                                     " and ", flags.key,
+                                                     ": mutual TLS is TLS with client "
+                                                     "certificates"));
     }
     return GrpcPortCredentials{grpc::InsecureServerCredentials(), "plaintext"};
   }
   if (cert_path.empty() || key_path.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(cert_path.empty() ? "--tls_key" : "--tls_cert", " is given without ",
-                     cert_path.empty() ? "--tls_cert" : "--tls_key", ": TLS needs both"));
+        absl::StrCat(cert_path.empty() ? flags.key : flags.cert, " is given without ",
+                     cert_path.empty() ? flags.cert : flags.key, ": TLS needs both"));
   }
-  ASSIGN_OR_RETURN(std::string cert_text, ReadFile("--tls_cert", cert_path));
-  ASSIGN_OR_RETURN(std::string key_text, ReadFile("--tls_key", key_path));
-  ASSIGN_OR_RETURN(X509Ptr cert, FirstCertificate("--tls_cert", cert_path, cert_text));
-  RETURN_IF_ERROR(CheckValidNow("--tls_cert", cert_path, cert.get()));
-  ASSIGN_OR_RETURN(PkeyPtr key, PrivateKey("--tls_key", key_path, key_text));
+  ASSIGN_OR_RETURN(std::string cert_text, ReadFile(flags.cert, cert_path));
+  ASSIGN_OR_RETURN(std::string key_text, ReadFile(flags.key, key_path));
+  ASSIGN_OR_RETURN(X509Ptr cert, FirstCertificate(flags.cert, cert_path, cert_text));
+  RETURN_IF_ERROR(CheckValidNow(flags.cert, cert_path, cert.get()));
+  ASSIGN_OR_RETURN(PkeyPtr key, PrivateKey(flags.key, key_path, key_text));
   if (X509_check_private_key(cert.get(), key.get()) != 1) {
     return absl::InvalidArgumentError(absl::StrCat(
-        Where("--tls_key", key_path), "does not match the certificate in --tls_cert=", cert_path,
+        Where(flags.key, key_path), "does not match the certificate in --tls_cert=", cert_path,
         TakeOpenSslError()));
   }
   const std::string description =
@@ -162,14 +165,17 @@ absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& c
     return GrpcPortCredentials{grpc::SslServerCredentials(options),
                                absl::StrCat("TLS (", description, ")")};
   }
-  ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile("--tls_client_ca", client_ca_path));
+  ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(flags.client_ca, client_ca_path));
   RETURN_IF_ERROR(
-      FirstCertificate("--tls_client_ca", client_ca_path, options.pem_root_certs).status());
-  options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  return GrpcPortCredentials{
-      grpc::SslServerCredentials(options),
-      absl::StrCat("mutual TLS (", description, "; clients need a certificate signed by a CA in ",
-                   client_ca_path, ")")};
+      FirstCertificate(flags.client_ca, client_ca_path, options.pem_root_certs).status());
+  const bool require = client_certs == ClientCertificates::kRequire;
+  options.client_certificate_request =
+      require ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+              : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
+  return GrpcPortCredentials{grpc::SslServerCredentials(options),
+                             absl::StrCat("mutual TLS (", description, "; client certificates ",
+                                          require ? "required and " : "",
+                                          "verified against the CAs in ", client_ca_path, ")")};
 }
 
 }  // namespace emb::service

@@ -26,9 +26,21 @@ struct GrpcPortCredentials {
 // INVALID_ARGUMENT, naming the flag and the problem, if only one of cert and key is given, a
 // client CA without them, or a file that cannot be read, holds no PEM certificate (or
 // unencrypted private key), or a key that does not match the certificate.
-absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& cert_path,
-                                                            const std::string& key_path,
-                                                            const std::string& client_ca_path);
+// The flags the files came from, for messages.
+struct TlsFlagNames {
+  const char* cert = "--tls_cert";
+  const char* key = "--tls_key";
+  const char* client_ca = "--tls_client_ca";
+};
+
+// With a client CA: whether the handshake requires a client certificate (kRequire), or only
+// verifies one that is presented (kRequest: a caller without one gets through the handshake, for
+// the service to refuse by name, PERMISSION_DENIED).
+enum class ClientCertificates { kRequire, kRequest };
+
+absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(
+    const std::string& cert_path, const std::string& key_path, const std::string& client_ca_path,
+    const TlsFlagNames& flags = {}, ClientCertificates client_certs = ClientCertificates::kRequire);
 
 }  // namespace emb::service
 

@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "kernels/cpu_gather.h"
 #include "service/common/status_macros.h"
 
@@ -9,11 +10,11 @@ namespace emb::service {
 
 absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& source,
                                                            const StoreOptions& options) {
-  ASSIGN_OR_RETURN(std::unique_ptr<HostRows> rows, source.ReadAll());
+  ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, source.ReadAll());
   return std::unique_ptr<CpuStore>(new CpuStore(source, std::move(rows), options));
 }
 
-CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows,
+CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
                    const StoreOptions& options)
     : EmbeddingStore(TableInfo{source.name(), source.rows(), source.dim(), source.dtype(), "cpu"},
                      options.max_batch_ids),
@@ -39,6 +40,18 @@ void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut 
   StageTimes times;
   times.gather = SecondsSince(clock_, start);
   done(absl::OkStatus(), times);
+}
+
+absl::StatusOr<int64_t> CpuStore::UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                             absl::Span<const std::byte> rows) {
+  const TableInfo& table = info();
+  if (rows.size() != ids.size() * static_cast<size_t>(table.dim) * ElementSize(rows_type)) {
+    return absl::InternalError(absl::StrCat("UpdateRows: ", rows.size(), " bytes of rows for ",
+                                            ids.size(), " ids of dim ", table.dim));
+  }
+  // In order, so that an id given twice keeps its last row.
+  kernels::CpuScatter(rows.data(), rows_type, table.dim, ids, data_->mutable_data(), table.dtype);
+  return static_cast<int64_t>(absl::flat_hash_set<int64_t>(ids.begin(), ids.end()).size());
 }
 
 }  // namespace emb::service

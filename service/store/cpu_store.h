@@ -1,5 +1,6 @@
 // CpuStore: a table in host memory (read once from its file into huge pages), gathered on the
-// calling thread. Thread-safe: LookUp only reads the table and writes its callers' spans.
+// calling thread. Thread-safe: LookUp only reads the table and writes its callers' spans;
+// UpdateRows writes the table while no LookUp runs (the batcher's barrier).
 #ifndef EMB_SERVICE_STORE_CPU_STORE_H_
 #define EMB_SERVICE_STORE_CPU_STORE_H_
 
@@ -22,12 +23,16 @@ class CpuStore final : public EmbeddingStore {
 
   // Gathers into `outs` on the calling thread and calls `done` before returning.
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
+  // Converts and writes the rows in place, in order, on the calling thread.
+  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                     absl::Span<const std::byte> rows) override;
 
  private:
-  CpuStore(const TableSource& source, std::unique_ptr<HostRows> rows, const StoreOptions& options);
+  CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
+           const StoreOptions& options);
 
   Clock* const clock_;
-  const std::unique_ptr<HostRows> data_;
+  const std::unique_ptr<HugePageRows> data_;
 };
 
 }  // namespace emb::service

@@ -15,6 +15,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
@@ -77,6 +78,23 @@ class EmbeddingStore {
   // for a device failure, or for `outs` that do not hold the rows (see CheckRowsOut).
   virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs,
                       Done done) = 0;
+
+  // Writes `rows` (ids.size() rows of info().dim elements of `rows_type`, little-endian) over the
+  // table's rows ids[i], converted to the table's type as LookUp converts; an id given twice
+  // takes its last row. Ids were checked by the caller (all in [0, info().rows)). The caller
+  // guarantees that no LookUp is in flight on this store and that none starts until this returns
+  // (the batcher's barrier), so that no answer holds part of an update. Returns the number of
+  // distinct rows written, once every later LookUp reads them. Errors: INTERNAL with the CUDA
+  // error's name for a device failure (the table is then as before, or the device is lost);
+  // UNIMPLEMENTED for a store that takes no updates.
+  virtual absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                             absl::Span<const std::byte> rows) {
+    (void)ids;
+    (void)rows_type;
+    (void)rows;
+    return absl::UnimplementedError(
+        absl::StrCat("table '", info_.name, "' does not take row updates"));
+  }
 
  protected:
   EmbeddingStore(TableInfo info, int64_t max_batch_ids)

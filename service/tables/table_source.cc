@@ -117,7 +117,7 @@ void TableSource::AdviseSequential() const {
   }
 }
 
-absl::StatusOr<std::unique_ptr<HostRows>> TableSource::ReadAll() const {
+absl::StatusOr<std::unique_ptr<HugePageRows>> TableSource::ReadAll() const {
   ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, HugePageRows::Allocate(bytes(), origin_));
   if (fd_ < 0) {
     RETURN_IF_ERROR(Read(0, absl::MakeSpan(rows->mutable_data(), bytes())));

@@ -56,7 +56,7 @@ class TableSource {
   // All rows in host memory backed by huge pages where the kernel allows (random row reads then
   // skip most TLB misses): the file is memory-mapped and read once; a demo table is generated.
   // RESOURCE_EXHAUSTED when the memory cannot be had.
-  absl::StatusOr<std::unique_ptr<HostRows>> ReadAll() const;
+  absl::StatusOr<std::unique_ptr<HugePageRows>> ReadAll() const;
 
  private:
   TableSource() = default;

@@ -21,6 +21,7 @@
 #include "client/embedding_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cert_dir.h"
 #include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
@@ -37,32 +38,7 @@ constexpr int64_t kDim = 24;
 constexpr uint64_t kSeed = 5;
 constexpr absl::Duration kTimeout = absl::Seconds(20);
 
-// The certificates of make_test_certs.sh in a fresh temporary folder, removed with this object.
-class CertDir {
- public:
-  CertDir() {
-    const std::string command =
-        std::string(EMB_MAKE_TEST_CERTS) + " '" + dir_.path() + "' >/dev/null 2>&1";
-    EXPECT_EQ(std::system(command.c_str()), 0) << command;
-  }
-
-  std::string Path(const std::string& name) const { return dir_.File(name); }
-  std::string Read(const std::string& name) const {
-    std::ifstream in(Path(name), std::ios::binary);
-    std::stringstream text;
-    text << in.rdbuf();
-    EXPECT_FALSE(text.str().empty()) << Path(name);
-    return text.str();
-  }
-  // Writes `text` to a new file `name` here and returns its path.
-  std::string Write(const std::string& name, const std::string& text) const {
-    std::ofstream(Path(name), std::ios::binary) << text;
-    return Path(name);
-  }
-
- private:
-  testing::TempDir dir_;
-};
+using testing::CertDir;
 
 client::TlsOptions Tls(const CertDir& certs, const std::string& ca,
                        const std::string& client = "") {

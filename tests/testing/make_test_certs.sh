@@ -3,7 +3,10 @@
 # a day), and lists what it made:
 #   ca.pem, ca.key                   the CA that signs the server's and the client's certificates
 #   server.pem, server.key           CN=localhost, subjectAltName DNS:localhost, IP:127.0.0.1
-#   client.pem, client.key           a client certificate signed by ca
+#   client.pem, client.key           a client certificate signed by ca (CN only, no SAN)
+#   writer.pem, writer.key           a client certificate signed by ca, CN=emb test writer,
+#                                    subjectAltName URI:spiffe://emb.test/writer,
+#                                    DNS:writer.emb.test (the admin tests' allowed writer)
 #   other_ca.pem, other_ca.key       a second, unrelated CA
 #   other_client.pem, other_client.key  a client certificate signed by other_ca
 #   encrypted.key                    server.key encrypted with a passphrase ("secret")
@@ -39,6 +42,10 @@ subjectAltName=DNS:localhost,IP:127.0.0.1"
 leaf client ca "emb test client" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
+leaf writer ca "emb test writer" "basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature
+extendedKeyUsage=clientAuth
+subjectAltName=URI:spiffe://emb.test/writer,DNS:writer.emb.test"
 leaf other_client other_ca "emb other test client" "basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature
 extendedKeyUsage=clientAuth"
@@ -69,6 +76,6 @@ for name, start, end in (("expired.pem", now - 3 * day, now - day),
             .sign(ca_key, hashes.SHA256()))
     open(name, "wb").write(cert.public_bytes(serialization.Encoding.PEM))
 PY
-openssl verify -CAfile ca.pem server.pem client.pem >/dev/null
+openssl verify -CAfile ca.pem server.pem client.pem writer.pem >/dev/null
 openssl verify -CAfile other_ca.pem other_client.pem >/dev/null
 ls

@@ -117,6 +117,10 @@ absl::StatusOr<std::unique_ptr<ServerProcess>> ServerProcess::Start(std::vector<
     if (std::regex_search(server->log_, m, std::regex("metrics on http://[^ ]*:([0-9]+)/"))) {
       server->metrics_port_ = std::stoi(m[1]);
     }
+    if (std::regex_search(server->log_, m,
+                          std::regex("admin service \\(UpdateRows\\) on [^ ]*:([0-9]+),"))) {
+      server->admin_port_ = std::stoi(m[1]);
+    }
   }
   return server;
 }

@@ -43,6 +43,9 @@ class ServerProcess {
   std::string target() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  // The admin listener's port, where the test started one (--admin_address); else 0.
+  int admin_port() const { return admin_port_; }
+  std::string admin_target() const { return "127.0.0.1:" + std::to_string(admin_port_); }
 
   void Signal(int signal) const;
   // Waits for the server to exit; -1 if it is still running after `timeout`.
@@ -66,6 +69,7 @@ class ServerProcess {
   int exit_code_ = -1;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int admin_port_ = 0;
   std::thread reader_;
   mutable absl::Mutex mu_;
   std::string log_ ABSL_GUARDED_BY(mu_);

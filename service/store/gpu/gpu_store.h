@@ -13,13 +13,19 @@
 // caller's span where the device sees it (AnswerSpan::device) and it is large enough to be worth
 // its own copy or launch; the other spans' rows pass through the slot's pinned buffer and are
 // copied on the host. With several slots the copies and gather of one batch overlap the next.
+// UpdateRows converts a message's rows to the table's type on the host, into pinned mapped
+// memory, and one scatter kernel (kernels/scatter_rows.h) writes them over the table's rows on
+// the store's own stream; it returns once they are written.
 // Thread-safe: LookUp from any thread.
 #ifndef EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 
 #include <memory>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "kernels/embedding_lookup.h"
 #include "service/store/embedding_store.h"
@@ -50,6 +56,8 @@ class GpuStore final : public EmbeddingStore {
   const LoadStats& load_stats() const { return load_stats_; }
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
+  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                     absl::Span<const std::byte> rows) override;
 
  private:
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
@@ -81,6 +89,13 @@ class GpuStore final : public EmbeddingStore {
   LoadStats load_stats_;
   std::unique_ptr<SlotPool> slots_;
   std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first
+
+  // Row updates: their stream and the pinned mapped memory their ids and converted rows pass
+  // through (grown to the largest message so far).
+  absl::Mutex update_mu_;
+  kernels::CudaStream update_stream_ ABSL_GUARDED_BY(update_mu_);
+  kernels::PinnedBuffer<std::byte> update_staging_ ABSL_GUARDED_BY(update_mu_);
+  std::byte* mapped_update_staging_ ABSL_GUARDED_BY(update_mu_) = nullptr;
 };
 
 }  // namespace emb::service

@@ -44,11 +44,17 @@ constexpr int64_t kDim = 24;
 // makes it run.
 constexpr absl::Duration kForever = absl::Hours(1);
 
-// A store that takes its table's description from `inner`; subclasses say how LookUp runs.
+// A store that takes its table's description and its updates from `inner`; subclasses say how
+// LookUp runs.
 class WrappingStore : public EmbeddingStore {
  public:
   explicit WrappingStore(EmbeddingStore* inner)
       : EmbeddingStore(inner->info(), inner->max_batch_ids()), inner_(inner) {}
+
+  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                     absl::Span<const std::byte> rows) override {
+    return inner_->UpdateRows(ids, rows_type, rows);
+  }
 
  protected:
   EmbeddingStore* const inner_;
@@ -939,6 +945,283 @@ TEST_F(BatcherTest, AFinishedAnswersBufferServesTheNextCall) {
   const AnswerBufferPool::Stats s = pool.stats();
   EXPECT_EQ(s.allocated, 1);
   EXPECT_EQ(s.reused, 2);
+}
+
+// --- Row updates --------------------------------------------------------------------------------
+
+// One update, float32 rows; its `done` records the outcome. `this` must outlive the update.
+struct UpdateCall {
+  UpdateCall(std::vector<int64_t> ids_in, std::vector<float> rows_in, int64_t seq)
+      : ids(std::move(ids_in)), rows(std::move(rows_in)), sequence(seq) {}
+
+  Batcher::Update Update() {
+    Batcher::Update u;
+    u.ids = ids;
+    u.rows_type = DataType::kFloat32;
+    u.rows = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(rows.data()),
+                                 rows.size() * sizeof(float));
+    u.sequence = sequence;
+    u.done = [this](absl::StatusOr<int64_t> written) {
+      result = std::move(written);
+      done.Notify();
+    };
+    return u;
+  }
+
+  std::vector<int64_t> ids;
+  std::vector<float> rows;
+  int64_t sequence;
+  absl::StatusOr<int64_t> result = absl::UnknownError("not run");
+  absl::Notification done;
+};
+
+// `n` rows of kDim random floats.
+std::vector<float> RandomRows(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  std::vector<float> rows(n * kDim);
+  for (float& v : rows) {
+    v = value(rng);
+  }
+  return rows;
+}
+
+// The float32 elements of `call`'s answer (of a float32 lookup).
+std::vector<float> AnswerFloats(const Call& call) {
+  std::vector<float> out(call.out.size() / sizeof(float));
+  std::memcpy(out.data(), call.out.data(), call.out.size());
+  return out;
+}
+
+// Wraps a store and fails every UpdateRows.
+class UpdateFailingStore final : public WrappingStore {
+ public:
+  explicit UpdateFailingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+    inner_->LookUp(ids, out_type, outs, std::move(done));
+  }
+  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t>, DataType,
+                                     absl::Span<const std::byte>) override {
+    return absl::InternalError("write updated rows on cuda:0: cudaErrorLaunchFailure");
+  }
+};
+
+TEST_F(BatcherTest, UpdatedRowsAreWhatEveryLaterLookUpReadsInEveryAnswerType) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  // Ids 5 and 700 come twice: their last rows win.
+  UpdateCall update({5, 17, 700, 5, 999, 0, 700}, RandomRows(7, 1), /*seq=*/3);
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  update.done.WaitForNotification();
+  ASSERT_THAT(update.result, IsOk());
+  EXPECT_EQ(*update.result, 5);  // distinct ids
+  EXPECT_EQ(batcher.last_sequence(), 3);
+  EXPECT_EQ(batcher.updated_rows(), 5);
+
+  // The reference: the original table with the rows written in order.
+  std::vector<float> table(static_cast<size_t>(kRows * kDim));
+  std::memcpy(table.data(), table_->data(), table.size() * sizeof(float));
+  for (size_t i = 0; i < update.ids.size(); ++i) {
+    std::copy_n(update.rows.begin() + static_cast<std::ptrdiff_t>(i * kDim), kDim,
+                table.begin() + update.ids[i] * kDim);
+  }
+  const std::vector<int64_t> ids = {0, 1, 5, 17, 18, 700, 999, 5};
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    Call call(ids, type);
+    ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
+    call.done.WaitForNotification();
+    ASSERT_THAT(call.status, IsOk());
+    std::vector<std::byte> want(ids.size() * kDim * ElementSize(type));
+    kernels::CpuGather(reinterpret_cast<const std::byte*>(table.data()), DataType::kFloat32, kDim,
+                       ids, type, want.data());
+    ASSERT_EQ(call.out.size(), want.size());
+    const size_t size = ElementSize(type);
+    for (size_t e = 0; e < want.size() / size; ++e) {
+      ASSERT_EQ(std::memcmp(call.out.data() + e * size, want.data() + e * size, size), 0)
+          << DataTypeName(type) << " row " << e / kDim << " (id " << ids[e / kDim] << "), element "
+          << e % kDim;
+    }
+  }
+}
+
+TEST_F(BatcherTest, UpdateWhoseSequenceDoesNotIncreaseAppliesNothing) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  UpdateCall first({1, 2}, RandomRows(2, 2), /*seq=*/10);
+  ASSERT_THAT(batcher.SubmitUpdate(first.Update()), IsOk());
+  first.done.WaitForNotification();
+  ASSERT_THAT(first.result, IsOk());
+  for (int64_t seq : {10, 9, 0, -1}) {
+    UpdateCall stale({2, 3}, RandomRows(2, 3), seq);
+    ASSERT_THAT(batcher.SubmitUpdate(stale.Update()), IsOk());
+    stale.done.WaitForNotification();
+    EXPECT_THAT(stale.result,
+                StatusIs(absl::StatusCode::kFailedPrecondition,
+                         HasSubstr(absl::StrCat("sequence ", seq,
+                                                " for table 't' does not "
+                                                "increase: the last applied is 10"))));
+  }
+  EXPECT_EQ(batcher.last_sequence(), 10);
+  EXPECT_EQ(batcher.updated_rows(), 2);
+  Call call({2, 3}, DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
+  call.done.WaitForNotification();
+  const std::vector<float> got = AnswerFloats(call);
+  // Row 2 is the first update's, row 3 the table's own.
+  EXPECT_TRUE(std::equal(got.begin(), got.begin() + kDim, first.rows.begin() + kDim));
+  EXPECT_EQ(std::memcmp(got.data() + kDim, table_->data() + 3 * kDim * sizeof(float),
+                        kDim * sizeof(float)),
+            0);
+}
+
+TEST_F(BatcherTest, UpdateWaitsForTheBatchInFlightAndGoesBeforeLaterLookUps) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call before({42}, DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(before.Request()), IsOk());
+  gate.WaitForCalls(1);  // its batch is in the store, held
+  UpdateCall update({42}, RandomRows(1, 4), /*seq=*/1);
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  Call after({42}, DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(after.Request()), IsOk());
+  // The batch in flight holds the table: the update cannot have been applied.
+  EXPECT_FALSE(update.done.HasBeenNotified());
+  gate.Open();
+  before.done.WaitForNotification();
+  update.done.WaitForNotification();
+  after.done.WaitForNotification();
+  ASSERT_THAT(update.result, IsOk());
+  // The batch that was in flight read the old row; the lookup queued behind the update, the new.
+  EXPECT_EQ(CheckRows(before), "");
+  EXPECT_EQ(AnswerFloats(after), update.rows);
+}
+
+TEST_F(BatcherTest, StoreThatFailsAnUpdateKeepsTheSequence) {
+  UpdateFailingStore failing(store_.get());
+  Batcher batcher(&failing, BatcherOptions{}, table_metrics_, &clock_);
+  UpdateCall update({1}, RandomRows(1, 5), /*seq=*/1);
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  update.done.WaitForNotification();
+  EXPECT_THAT(update.result,
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
+  EXPECT_EQ(batcher.last_sequence(), 0);
+  EXPECT_EQ(batcher.updated_rows(), 0);
+}
+
+TEST_F(BatcherTest, ShutdownAppliesQueuedUpdatesAndRefusesLaterOnes) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call held({7}, DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(held.Request()), IsOk());
+  gate.WaitForCalls(1);
+  UpdateCall update({7}, RandomRows(1, 6), /*seq=*/1);
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  std::thread stopper([&] { batcher.Shutdown(); });
+  gate.Open();
+  stopper.join();
+  ASSERT_TRUE(update.done.HasBeenNotified());
+  EXPECT_THAT(update.result, IsOk());
+  EXPECT_EQ(batcher.last_sequence(), 1);
+  UpdateCall late({7}, RandomRows(1, 7), /*seq=*/2);
+  EXPECT_THAT(batcher.SubmitUpdate(late.Update()), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+// One writer rewrites every row of the table with its sequence number, as fast as it can, while
+// readers look up random ids. Every answer must be whole rows of one update (every element of
+// every row the same value), never older than the last update the reader saw answered before its
+// lookup started, and never older than the reader's previous answer.
+TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
+  constexpr int kReaders = 4;
+  constexpr int64_t kUpdates = 150;
+  constexpr int64_t kMinReads = 20;
+  BatcherOptions options;
+  options.max_batch_ids = 4096;
+  options.max_queue_delay = absl::Microseconds(50);
+  Batcher batcher(store_.get(), options, table_metrics_);  // real clock
+  std::vector<int64_t> all(kRows);
+  for (int64_t i = 0; i < kRows; ++i) {
+    all[static_cast<size_t>(i)] = i;
+  }
+  std::atomic<int64_t> acknowledged{0};
+  auto write = [&](int64_t seq) {
+    UpdateCall u(
+        all, std::vector<float>(static_cast<size_t>(kRows * kDim), static_cast<float>(seq)), seq);
+    ASSERT_THAT(batcher.SubmitUpdate(u.Update()), IsOk());
+    u.done.WaitForNotification();
+    ASSERT_THAT(u.result, IsOk());
+    acknowledged.store(seq, std::memory_order_release);
+  };
+  write(1);
+  std::atomic<bool> writing{true};
+  std::vector<std::string> errors(kReaders);
+  std::vector<std::atomic<int64_t>> reads(kReaders);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < kReaders; ++r) {
+    readers.emplace_back([&, r] {
+      std::mt19937_64 rng(77 + r);
+      std::uniform_int_distribution<int64_t> id(0, kRows - 1);
+      std::uniform_int_distribution<int64_t> length(1, 200);
+      // Sequences up to 2048 are exact in both (bfloat16's 8 bits would stop at 256).
+      const DataType types[] = {DataType::kFloat32, DataType::kFloat16};
+      float previous = 0;
+      while (writing.load(std::memory_order_acquire) && errors[r].empty()) {
+        std::vector<int64_t> ids(static_cast<size_t>(length(rng)));
+        for (int64_t& i : ids) {
+          i = id(rng);
+        }
+        const DataType type = types[reads[r].load() % 2];
+        const auto floor = static_cast<float>(acknowledged.load(std::memory_order_acquire));
+        Call call(ids, type);
+        if (!batcher.Submit(call.Request()).ok()) {
+          errors[r] = "Submit failed";
+          break;
+        }
+        call.done.WaitForNotification();
+        if (!call.status.ok()) {
+          errors[r] = call.status.ToString();
+          break;
+        }
+        const float first = LoadAsFloat(call.out.data(), type, 0);
+        for (size_t e = 0; e < ids.size() * kDim; ++e) {
+          if (LoadAsFloat(call.out.data(), type, static_cast<int64_t>(e)) != first) {
+            errors[r] = absl::StrCat("answer mixes updates: element ", e, " is ",
+                                     LoadAsFloat(call.out.data(), type, static_cast<int64_t>(e)),
+                                     ", element 0 is ", first);
+            break;
+          }
+        }
+        if (first < floor || first < previous) {
+          errors[r] = absl::StrCat("read update ", first, " after update ",
+                                   std::max(floor, previous), " was seen");
+        }
+        previous = first;
+        ++reads[r];
+      }
+    });
+  }
+  // At least kUpdates updates, and on until every reader has read kMinReads times.
+  auto fewest_reads = [&] {
+    int64_t fewest = INT64_MAX;
+    for (const auto& n : reads) {
+      fewest = std::min(fewest, n.load());
+    }
+    return fewest;
+  };
+  int64_t seq = 1;
+  while (seq < kUpdates || fewest_reads() < kMinReads) {
+    if (seq >= 2048) {
+      ADD_FAILURE() << "the readers did not get " << kMinReads << " reads each";
+      break;
+    }
+    write(++seq);
+  }
+  writing.store(false, std::memory_order_release);
+  for (std::thread& t : readers) {
+    t.join();
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    EXPECT_EQ(errors[r], "") << "reader " << r << " after " << reads[r] << " reads";
+  }
+  EXPECT_EQ(batcher.last_sequence(), seq);
+  EXPECT_EQ(batcher.updated_rows(), seq * kRows);
 }
 
 }  // namespace

@@ -1,0 +1,586 @@
+// Row updates (embedding.v1.EmbeddingAdminService/UpdateRows) against the real embedding-server
+// binary on loopback: rows of every type into tables of every type, read back by LookUp in every
+// answer type and compared element by element with a reference; bad messages; the guarantees
+// under concurrent writers and readers; shutdown during a stream; and who may write (the admin
+// listener is off by default; under mutual TLS only identities on the allow-list). On the GPU
+// through scripts/gpu-check (the "gpu." tests).
+#include <signal.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "client/embedding_client.h"
+#include "embedding/v1/embedding_admin.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "kernels/cpu_gather.h"
+#include "kernels/data_type.h"
+#include "proto/convert/data_type_proto.h"
+#include "tests/testing/cert_dir.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/table_files.h"
+
+namespace emb {
+namespace {
+
+using embedding::v1::EmbeddingAdminService;
+using embedding::v1::UpdateRowsRequest;
+using embedding::v1::UpdateRowsResponse;
+using ::testing::HasSubstr;
+using testing::ServerProcess;
+
+constexpr absl::Duration kTimeout = absl::Seconds(30);
+constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
+
+// One UpdateRows stream through the generated stub: each Write waits for its answer.
+class Writer {
+ public:
+  explicit Writer(const std::shared_ptr<grpc::Channel>& channel)
+      : stub_(EmbeddingAdminService::NewStub(channel)) {
+    ctx_.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+    stream_ = stub_->UpdateRows(&ctx_);
+  }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+  ~Writer() {
+    if (!finished_) {
+      ctx_.TryCancel();
+      (void)stream_->Finish();
+    }
+  }
+
+  // Sends `m` and waits for its answer; where the stream ends instead, its final status.
+  absl::StatusOr<UpdateRowsResponse> Write(const UpdateRowsRequest& m) {
+    UpdateRowsResponse r;
+    if (!stream_->Write(m) || !stream_->Read(&r)) {
+      absl::Status s = Finish();
+      return s.ok() ? absl::InternalError("the stream ended OK without an answer") : s;
+    }
+    return r;
+  }
+  // Half-closes and returns the stream's status.
+  absl::Status Finish() {
+    if (finished_) {
+      return absl::FailedPreconditionError("finished twice");
+    }
+    finished_ = true;
+    stream_->WritesDone();
+    UpdateRowsResponse extra;
+    while (stream_->Read(&extra)) {
+    }
+    return client::FromGrpcStatus(stream_->Finish());
+  }
+
+ private:
+  std::unique_ptr<EmbeddingAdminService::Stub> stub_;
+  grpc::ClientContext ctx_;
+  std::unique_ptr<grpc::ClientReaderWriter<UpdateRowsRequest, UpdateRowsResponse>> stream_;
+  bool finished_ = false;
+};
+
+UpdateRowsRequest Message(const std::string& table, std::vector<int64_t> ids, std::string rows,
+                          DataType type, int64_t sequence) {
+  UpdateRowsRequest m;
+  m.set_table(table);
+  m.mutable_ids()->Assign(ids.begin(), ids.end());
+  m.set_rows(std::move(rows));
+  m.set_dtype(ToProto(type));
+  m.set_sequence(sequence);
+  return m;
+}
+
+// A table file's rows in host memory, updated as the server should update them: the reference.
+struct ReferenceTable {
+  std::string name;
+  DataType type;
+  int64_t rows, dim;
+  std::string bytes;  // rows x dim elements of `type`
+
+  void Apply(const UpdateRowsRequest& m, DataType rows_type) {
+    kernels::CpuScatter(reinterpret_cast<const std::byte*>(m.rows().data()), rows_type, dim,
+                        absl::MakeConstSpan(m.ids().data(), m.ids_size()),
+                        reinterpret_cast<std::byte*>(bytes.data()), type);
+  }
+  std::string Rows(absl::Span<const int64_t> ids, DataType out_type) const {
+    std::string out(ids.size() * static_cast<size_t>(dim) * ElementSize(out_type), '\0');
+    kernels::CpuGather(reinterpret_cast<const std::byte*>(bytes.data()), type, dim, ids, out_type,
+                       reinterpret_cast<std::byte*>(out.data()));
+    return out;
+  }
+};
+
+const char* NpyDescr(DataType t) {
+  switch (t) {
+    case DataType::kFloat32:
+      return "<f4";
+    case DataType::kFloat16:
+      return "<f2";
+    case DataType::kBFloat16:
+      break;
+  }
+  return "";  // bfloat16 goes in a .safetensors file
+}
+
+// Writes `t` to a file in `dir` and returns its --table flag.
+std::string TableFlag(const testing::TempDir& dir, const ReferenceTable& t) {
+  if (t.type == DataType::kBFloat16) {
+    const std::string path = dir.File(t.name + ".safetensors");
+    EXPECT_TRUE(testing::WriteFile(
+                    path, testing::SafetensorsFile({{"w", "BF16", {t.rows, t.dim}, t.bytes}}))
+                    .ok());
+    return absl::StrCat("--table=", t.name, "=", path, "#w");
+  }
+  const std::string path = dir.File(t.name + ".npy");
+  EXPECT_TRUE(
+      testing::WriteFile(path, testing::NpyFile(NpyDescr(t.type), {t.rows, t.dim}, t.bytes)).ok());
+  return absl::StrCat("--table=", t.name, "=", path);
+}
+
+// Compares `got` with `want` element by element (elements of `type`); empty when equal.
+std::string Differences(const std::string& got, const std::string& want, DataType type,
+                        int64_t dim) {
+  if (got.size() != want.size()) {
+    return absl::StrCat("answer has ", got.size(), " bytes, want ", want.size());
+  }
+  const size_t size = ElementSize(type);
+  for (size_t e = 0; e < want.size() / size; ++e) {
+    if (std::memcmp(got.data() + e * size, want.data() + e * size, size) != 0) {
+      return absl::StrCat(DataTypeName(type), " answer differs at row ", e / dim, ", element ",
+                          e % dim);
+    }
+  }
+  return "";
+}
+
+// Three tables (float32, float16, bfloat16) on one server with a plaintext loopback admin port.
+class UpdateRowsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int64_t seed = 11;
+    for (DataType t : kTypes) {
+      ReferenceTable table{absl::StrCat("t_", DataTypeName(t)), t, 300, 24, ""};
+      table.bytes = testing::RandomRows(t, table.rows * table.dim, seed++);
+      tables_.push_back(std::move(table));
+    }
+    std::vector<std::string> args = {"--admin_address=127.0.0.1:0", "--admin_insecure",
+                                     "--drain_seconds=0", "--admin_max_message_bytes=1048576"};
+    for (const ReferenceTable& t : tables_) {
+      args.push_back(TableFlag(dir_, t));
+    }
+    auto server = ServerProcess::Start(args);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    ASSERT_NE(server_->admin_port(), 0) << server_->log();
+    admin_ = grpc::CreateChannel(server_->admin_target(), grpc::InsecureChannelCredentials());
+    client_ = client::EmbeddingClient::Connect(server_->target());
+  }
+
+  // Every row of `table` in every answer type, checked against the reference.
+  void ExpectServes(const ReferenceTable& table) {
+    std::vector<int64_t> ids(static_cast<size_t>(table.rows));
+    for (int64_t i = 0; i < table.rows; ++i) {
+      ids[static_cast<size_t>(i)] = i;
+    }
+    for (DataType out : kTypes) {
+      auto result = client_->LookUp(table.name, ids, {}, out, kTimeout);
+      ASSERT_TRUE(result.ok()) << result.status();
+      EXPECT_EQ(Differences(result->data, table.Rows(ids, out), out, table.dim), "")
+          << "table " << table.name;
+    }
+  }
+
+  int64_t Sequence(const std::string& table) {
+    auto tables = client_->ListTables(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    for (const client::TableInfo& t : *tables) {
+      if (t.name == table) {
+        return t.sequence;
+      }
+    }
+    ADD_FAILURE() << "no table " << table;
+    return -1;
+  }
+
+  testing::TempDir dir_;
+  std::vector<ReferenceTable> tables_;
+  std::unique_ptr<ServerProcess> server_;
+  std::shared_ptr<grpc::Channel> admin_;
+  std::unique_ptr<client::EmbeddingClient> client_;
+};
+
+TEST_F(UpdateRowsTest, RowsOfEveryTypeReachTablesOfEveryTypeAndEveryAnswerType) {
+  std::mt19937_64 rng(5);
+  Writer writer(admin_);
+  int64_t seed = 100;
+  for (ReferenceTable& table : tables_) {
+    std::uniform_int_distribution<int64_t> id(0, table.rows - 1);
+    int64_t sequence = 0;
+    for (DataType rows_type : kTypes) {
+      std::vector<int64_t> ids(40);
+      for (int64_t& i : ids) {
+        i = id(rng);
+      }
+      ids.push_back(ids[3]);  // an id given twice takes its last row
+      const std::string rows = testing::RandomRows(
+          rows_type, static_cast<int64_t>(ids.size()) * table.dim, static_cast<uint64_t>(seed++));
+      sequence += 1 + static_cast<int64_t>(rng() % 5);  // increasing, with gaps
+      const UpdateRowsRequest m = Message(table.name, ids, rows, rows_type, sequence);
+      auto answer = writer.Write(m);
+      ASSERT_TRUE(answer.ok()) << answer.status();
+      EXPECT_EQ(answer->table(), table.name);
+      EXPECT_EQ(answer->sequence(), sequence);
+      std::sort(ids.begin(), ids.end());
+      EXPECT_EQ(answer->rows(), std::unique(ids.begin(), ids.end()) - ids.begin());
+      table.Apply(m, rows_type);
+      ExpectServes(table);  // seen by every lookup from the answer on
+    }
+    EXPECT_EQ(Sequence(table.name), sequence);
+  }
+  EXPECT_TRUE(writer.Finish().ok());
+  // The default table is the first: an empty name writes it, and the answer names it.
+  Writer second(admin_);
+  ReferenceTable& first = tables_.front();
+  const UpdateRowsRequest m =
+      Message("", {0}, testing::RandomRows(first.type, first.dim, 7), first.type, 1000);
+  auto answer = second.Write(m);
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->table(), first.name);
+  first.Apply(m, first.type);
+  ExpectServes(first);
+}
+
+TEST_F(UpdateRowsTest, ABadMessageEndsItsStreamNamingTheProblemAndAppliesNothing) {
+  const ReferenceTable& t = tables_.front();
+  const std::string one_row = testing::RandomRows(t.type, t.dim, 1);
+  struct Case {
+    UpdateRowsRequest message;
+    absl::StatusCode code;
+    std::string says;
+  };
+  auto bad_dtype = Message(t.name, {1}, one_row, t.type, 0);
+  bad_dtype.set_dtype(static_cast<embedding::v1::DataType>(9));
+  const std::vector<Case> cases = {
+      {Message("nope", {1}, one_row, t.type, 0), absl::StatusCode::kNotFound,
+       "unknown table 'nope'"},
+      {Message(t.name, {1, -3}, one_row + one_row, t.type, 0), absl::StatusCode::kInvalidArgument,
+       "ids[1] = -3 is negative"},
+      {Message(t.name, {2, 300}, one_row + one_row, t.type, 0), absl::StatusCode::kOutOfRange,
+       "ids[1] = 300 is out of range for table 't_float32' with 300 rows"},
+      {Message(t.name, {1, 2}, one_row, t.type, 0), absl::StatusCode::kInvalidArgument,
+       "rows hold 96 bytes, but 2 ids of table 't_float32' (dim 24) in float32 take 192"},
+      {bad_dtype, absl::StatusCode::kInvalidArgument, "dtype 9 is not a DataType"},
+      {Message(t.name, {1}, one_row, t.type, -1), absl::StatusCode::kFailedPrecondition,
+       "does not increase: the last applied is"},
+      // Over --admin_max_message_bytes (1 MiB): gRPC refuses it before it is parsed.
+      {Message(t.name, {1}, std::string(1100000, 'x'), t.type, 0),
+       absl::StatusCode::kResourceExhausted, ""},
+  };
+  int64_t sequence = 0;
+  ReferenceTable reference = t;
+  for (const Case& c : cases) {
+    Writer writer(admin_);
+    // A good message first: it stays applied.
+    ++sequence;
+    const UpdateRowsRequest good =
+        Message(t.name, {7}, testing::RandomRows(t.type, t.dim, 50 + sequence), t.type, sequence);
+    ASSERT_TRUE(writer.Write(good).ok()) << c.says;
+    reference.Apply(good, t.type);
+    UpdateRowsRequest bad = c.message;
+    if (bad.sequence() == 0) {
+      bad.set_sequence(sequence + 1);  // valid, so that only the named problem is wrong
+    } else if (bad.sequence() == -1) {
+      bad.set_sequence(sequence);  // the one just applied
+    }
+    auto answer = writer.Write(bad);
+    EXPECT_EQ(answer.status().code(), c.code) << c.says << ": " << answer.status();
+    EXPECT_THAT(answer.status().message(), HasSubstr(c.says));
+    EXPECT_EQ(Sequence(t.name), sequence) << c.says;
+  }
+  ExpectServes(reference);
+}
+
+TEST_F(UpdateRowsTest, TheLookUpPortHasNoAdminService) {
+  Writer writer(grpc::CreateChannel(server_->target(), grpc::InsecureChannelCredentials()));
+  const ReferenceTable& t = tables_.front();
+  auto answer =
+      writer.Write(Message(t.name, {1}, testing::RandomRows(t.type, t.dim, 1), t.type, 1));
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kUnimplemented) << answer.status();
+  EXPECT_EQ(Sequence(t.name), 0);
+}
+
+// One writer per table rewrites every row with its sequence number while readers look up
+// random ids. Every answer must be whole rows of one message (every element the same value, a
+// message rewrites the whole table), never older than the last message the reader saw answered
+// before it asked, nor older than its own previous answer.
+TEST_F(UpdateRowsTest, ReadersNeverSeeAMixedOrOlderUpdate) {
+  constexpr int kReaders = 6;
+  constexpr int64_t kMinMessages = 60;
+  constexpr int64_t kMinReads = 15;
+  const std::vector<const ReferenceTable*> written = {&tables_[0], &tables_[1]};  // f32, f16
+  std::vector<std::atomic<int64_t>> acknowledged(written.size());
+  std::vector<std::atomic<int64_t>> reads(kReaders);
+  std::atomic<bool> writing{true};
+  std::vector<std::string> errors(kReaders + written.size());
+
+  auto message = [](const ReferenceTable& t, int64_t seq) {
+    std::vector<int64_t> ids(static_cast<size_t>(t.rows));
+    for (int64_t i = 0; i < t.rows; ++i) {
+      ids[static_cast<size_t>(i)] = i;
+    }
+    std::vector<float> rows(static_cast<size_t>(t.rows * t.dim), static_cast<float>(seq));
+    return Message(
+        t.name, ids,
+        std::string(reinterpret_cast<const char*>(rows.data()), rows.size() * sizeof(float)),
+        DataType::kFloat32, seq);
+  };
+  auto fewest_reads = [&] {
+    int64_t fewest = INT64_MAX;
+    for (const auto& n : reads) {
+      fewest = std::min(fewest, n.load());
+    }
+    return fewest;
+  };
+  // Sequence 1 first, so that every row a reader can see holds a sequence.
+  for (size_t w = 0; w < written.size(); ++w) {
+    Writer writer(admin_);
+    ASSERT_TRUE(writer.Write(message(*written[w], 1)).ok());
+    acknowledged[w] = 1;
+  }
+  std::vector<std::thread> threads;
+  for (size_t w = 0; w < written.size(); ++w) {
+    threads.emplace_back([&, w] {
+      Writer writer(admin_);
+      std::string& error = errors[kReaders + w];
+      for (int64_t seq = 2; seq < kMinMessages || fewest_reads() < kMinReads; ++seq) {
+        if (seq >= 2048) {  // float16 holds integers exactly up to 2048
+          error = "the readers did not get their reads";
+          return;
+        }
+        auto answer = writer.Write(message(*written[w], seq));
+        if (!answer.ok()) {
+          error = answer.status().ToString();
+          return;
+        }
+        acknowledged[w].store(seq, std::memory_order_release);
+      }
+      if (absl::Status s = writer.Finish(); !s.ok()) {
+        error = s.ToString();
+      }
+    });
+  }
+  for (int r = 0; r < kReaders; ++r) {
+    threads.emplace_back([&, r] {
+      auto client = client::EmbeddingClient::Connect(server_->target());
+      std::mt19937_64 rng(300 + r);
+      std::vector<float> previous(written.size(), 0);
+      while (writing.load(std::memory_order_acquire) && errors[r].empty()) {
+        const size_t w = rng() % written.size();
+        const ReferenceTable& t = *written[w];
+        std::vector<int64_t> ids(1 + rng() % 64);
+        for (int64_t& i : ids) {
+          i = static_cast<int64_t>(rng() % static_cast<uint64_t>(t.rows));
+        }
+        const DataType type = kTypes[rng() % 2];  // float32 or float16: exact
+        const auto floor = static_cast<float>(acknowledged[w].load(std::memory_order_acquire));
+        auto result = client->LookUp(t.name, ids, {}, type, kTimeout);
+        if (!result.ok()) {
+          errors[r] = result.status().ToString();
+          return;
+        }
+        const auto* data = reinterpret_cast<const std::byte*>(result->data.data());
+        const float first = LoadAsFloat(data, type, 0);
+        for (int64_t e = 0; e < static_cast<int64_t>(ids.size()) * t.dim; ++e) {
+          if (LoadAsFloat(data, type, e) != first) {
+            errors[r] = absl::StrCat("an answer of ", t.name, " mixes messages: element ", e,
+                                     " is ", LoadAsFloat(data, type, e), ", element 0 is ", first);
+            return;
+          }
+        }
+        if (first < floor || first < previous[w]) {
+          errors[r] = absl::StrCat(t.name, ": read message ", first, " after message ",
+                                   std::max(floor, previous[w]), " was seen");
+          return;
+        }
+        previous[w] = first;
+        reads[r].fetch_add(1);
+      }
+    });
+  }
+  for (size_t w = 0; w < written.size(); ++w) {
+    threads[w].join();
+  }
+  writing.store(false, std::memory_order_release);
+  for (size_t i = written.size(); i < threads.size(); ++i) {
+    threads[i].join();
+  }
+  for (size_t i = 0; i < errors.size(); ++i) {
+    EXPECT_EQ(errors[i], "") << (i < kReaders ? "reader " : "writer ") << i;
+  }
+}
+
+TEST_F(UpdateRowsTest, ShutdownEndsEveryStreamUnavailableAfterItsAnswers) {
+  const ReferenceTable& t = tables_.front();
+  Writer idle(admin_);  // waits for its next message when the server stops
+  ASSERT_TRUE(
+      idle.Write(Message(t.name, {1}, testing::RandomRows(t.type, t.dim, 1), t.type, 1)).ok());
+  std::atomic<int64_t> answered{0};
+  absl::Status busy_end;
+  std::thread busy([&] {
+    Writer writer(admin_);
+    for (int64_t seq = 2;; ++seq) {
+      auto answer =
+          writer.Write(Message(t.name, {2}, testing::RandomRows(t.type, t.dim, seq), t.type, seq));
+      if (!answer.ok()) {
+        busy_end = answer.status();
+        return;
+      }
+      answered.store(seq);
+    }
+  });
+  while (answered.load() < 20) {
+    std::this_thread::yield();  // until the busy writer is well under way
+  }
+  server_->Signal(SIGTERM);
+  busy.join();
+  EXPECT_EQ(busy_end.code(), absl::StatusCode::kUnavailable) << busy_end;
+  EXPECT_THAT(busy_end.message(), HasSubstr("every message answered is applied"));
+  const absl::Status idle_end = idle.Finish();
+  EXPECT_EQ(idle_end.code(), absl::StatusCode::kUnavailable) << idle_end;
+  EXPECT_EQ(server_->WaitExit(absl::Seconds(60)), 0) << server_->log();
+}
+
+TEST(UpdateRowsOff, WithoutAnAdminAddressNothingTakesWrites) {
+  auto server = ServerProcess::Start({"--demo_table=100x8"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->log(), HasSubstr("admin service off (no --admin_address)"));
+  EXPECT_EQ((*server)->admin_port(), 0);
+  Writer writer(grpc::CreateChannel((*server)->target(), grpc::InsecureChannelCredentials()));
+  auto answer = writer.Write(Message("", {1}, std::string(32, '\0'), DataType::kFloat32, 1));
+  EXPECT_EQ(answer.status().code(), absl::StatusCode::kUnimplemented) << answer.status();
+}
+
+TEST(UpdateRowsFlags, UnsafeOrIncompleteAdminFlagsStopStartUp) {
+  struct Case {
+    std::vector<std::string> flags;
+    std::string says;
+  };
+  const std::vector<Case> cases = {
+      {{"--admin_address=0.0.0.0:0", "--admin_insecure"}, "only on a loopback host"},
+      {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
+      {{"--admin_insecure"}, "need --admin_address"},
+      {{"--admin_address=127.0.0.1:0", "--admin_tls_cert=/x", "--admin_tls_key=/y",
+        "--admin_tls_client_ca=/z"},
+       "needs --admin_allowed_identities"},
+      {{"--admin_address=127.0.0.1:0", "--admin_insecure", "--admin_allowed_identities=a"},
+       "--admin_insecure takes no"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> args = {"--demo_table=10x4"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    const ServerProcess::Exit exit = ServerProcess::RunToExit(args);
+    EXPECT_NE(exit.code, 0) << c.says;
+    EXPECT_THAT(exit.log, HasSubstr(c.says));
+  }
+}
+
+// Mutual TLS on the admin port, with the writer's SAN on the allow-list: every other kind of
+// caller is refused, and nothing it sent is applied.
+class AdminTlsTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    certs_ = new testing::CertDir();
+    auto server =
+        ServerProcess::Start({"--demo_table=100x8", "--admin_address=127.0.0.1:0",
+                              "--admin_tls_cert=" + certs_->Path("server.pem"),
+                              "--admin_tls_key=" + certs_->Path("server.key"),
+                              "--admin_tls_client_ca=" + certs_->Path("ca.pem"),
+                              "--admin_allowed_identities=spiffe://emb.test/writer,someone.else"});
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    delete certs_;
+  }
+
+  // A channel to the admin port trusting the test CA, with `client`'s certificate if given.
+  static std::shared_ptr<grpc::Channel> Channel(const std::string& ca, const std::string& client) {
+    grpc::SslCredentialsOptions tls;
+    tls.pem_root_certs = certs_->Read(ca);
+    if (!client.empty()) {
+      tls.pem_cert_chain = certs_->Read(client + ".pem");
+      tls.pem_private_key = certs_->Read(client + ".key");
+    }
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    return grpc::CreateCustomChannel(server_->admin_target(), grpc::SslCredentials(tls), args);
+  }
+
+  // The status of one message from a caller on `channel`; the table's sequence must not move
+  // unless it is OK.
+  static absl::Status Write(const std::shared_ptr<grpc::Channel>& channel, int64_t sequence) {
+    Writer writer(channel);
+    auto answer =
+        writer.Write(Message("", {3}, std::string(8 * 4, '\x11'), DataType::kFloat32, sequence));
+    return answer.status();
+  }
+
+  static int64_t Sequence() {
+    auto tables = client::EmbeddingClient::Connect(server_->target())->ListTables(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    return tables->front().sequence;
+  }
+
+  static testing::CertDir* certs_;
+  static ServerProcess* server_;
+};
+
+testing::CertDir* AdminTlsTest::certs_ = nullptr;
+ServerProcess* AdminTlsTest::server_ = nullptr;
+
+TEST_F(AdminTlsTest, EveryCallerOffTheAllowListIsRefusedAndAppliesNothing) {
+  const int64_t before = Sequence();
+  const int64_t next = before + 1;
+  // Plaintext to a TLS port: the handshake fails.
+  EXPECT_EQ(
+      Write(grpc::CreateChannel(server_->admin_target(), grpc::InsecureChannelCredentials()), next)
+          .code(),
+      absl::StatusCode::kUnavailable);
+  // TLS without a client certificate: through the handshake, refused by name.
+  absl::Status s = Write(Channel("ca.pem", ""), next);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("presented none"));
+  // A certificate from another CA: the handshake fails.
+  EXPECT_EQ(Write(Channel("ca.pem", "other_client"), next).code(), absl::StatusCode::kUnavailable);
+  // A valid certificate (CN "emb test client", no SAN) that is not on the list.
+  s = Write(Channel("ca.pem", "client"), next);
+  EXPECT_EQ(s.code(), absl::StatusCode::kPermissionDenied) << s;
+  EXPECT_THAT(s.message(), HasSubstr("client identity emb test client is not on the admin "
+                                     "allow-list"));
+  EXPECT_EQ(Sequence(), before);
+  // The writer, by its SAN.
+  s = Write(Channel("ca.pem", "writer"), next);
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(Sequence(), next);
+}
+
+TEST_F(AdminTlsTest, StartUpLogSaysWhoMayWrite) {
+  EXPECT_THAT(server_->log(), HasSubstr("mutual TLS (certificate /CN=localhost"));
+  EXPECT_THAT(server_->log(), HasSubstr("writers: spiffe://emb.test/writer, someone.else"));
+}
+
+}  // namespace
+}  // namespace emb
