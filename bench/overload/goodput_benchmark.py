@@ -26,55 +26,11 @@ import resource
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from local_server import Server  # noqa: E402
 
 METHOD = "embedding.v1.EmbeddingService/LookUp"
-
-
-class Server:
-    def __init__(self, binary, args, log_path):
-        self.log_path = log_path
-        self.log = open(log_path, "w")
-        self.proc = subprocess.Popen(
-            [binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0"] + args,
-            stdout=self.log, stderr=self.log)
-        deadline = time.monotonic() + 600
-        while "health SERVING" not in self.text():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                sys.exit(f"the server did not start:\n{self.text()}")
-            time.sleep(0.1)
-        text = self.text()
-        self.grpc_port = int(re.search(r"gRPC listening on [^ ]*:(\d+)", text).group(1))
-        self.metrics_port = int(re.search(r"metrics on http://[^ ]*:(\d+)/metrics", text).group(1))
-
-    def text(self):
-        with open(self.log_path) as f:
-            return f.read()
-
-    def metrics(self):
-        text = urllib.request.urlopen(
-            f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=30).read().decode()
-        values = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                values[key] = float(value)
-        return values
-
-    def cpu_seconds(self):
-        with open(f"/proc/{self.proc.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-        self.log.close()
 
 
 def server_counts(m):
@@ -91,11 +47,11 @@ def server_counts(m):
     }
 
 
-def ghz(binary, port, ids, concurrency, connections, duration, timeout, rps=0):
+def ghz(binary, port, ids, concurrency, connections, duration, timeout, rps=0, prefix=()):
     data = json.dumps({"ids": ids})
-    cmd = [binary, "--insecure", "--call", METHOD, "-d", data, "-c", str(concurrency),
-           "--connections", str(connections), "-z", f"{duration}s", "-t", timeout,
-           "-O", "json", f"127.0.0.1:{port}"]
+    cmd = list(prefix) + [binary, "--insecure", "--call", METHOD, "-d", data,
+                          "-c", str(concurrency), "--connections", str(connections),
+                          "-z", f"{duration}s", "-t", timeout, "-O", "json", f"127.0.0.1:{port}"]
     if rps:
         cmd += ["--rps", str(int(rps))]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -140,9 +96,14 @@ def main():
                         "off), with ':hold' for --hold_late_calls")
     p.add_argument("--json", help="append one JSON record per run to this file")
     p.add_argument("--log_dir", help="keep each server's log in this folder")
+    p.add_argument("--server_cpus", default="",
+                   help="CPUs the server runs on (taskset -c LIST); empty: any")
+    p.add_argument("--ghz_cpus", default="", help="CPUs ghz runs on (taskset -c LIST); empty: any")
     p.add_argument("server_args", nargs="*")
     a = p.parse_args()
     ids = [(i * 7919) % a.rows for i in range(a.ids)]
+    server_prefix = ("taskset", "-c", a.server_cpus) if a.server_cpus else ()
+    ghz_prefix = ("taskset", "-c", a.ghz_cpus) if a.ghz_cpus else ()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         tmp = a.log_dir or tmp
@@ -152,7 +113,8 @@ def main():
             if hold:
                 flags.append("--hold_late_calls")
             server = Server(a.server, [f"--demo_table={a.rows}x{a.dim}", f"--device={a.device}"]
-                            + flags + a.server_args, os.path.join(tmp, f"server-{mode}.log"))
+                            + flags + a.server_args, os.path.join(tmp, f"server-{mode}.log"),
+                            server_prefix)
             mode = f"admit {mode}" if float(fraction) > 0 else "admission off"
             try:
                 runs = []
@@ -160,7 +122,7 @@ def main():
                 for c in [int(x) for x in a.peak_concurrency.split(",")]:
                     before, cpu = server_counts(server.metrics()), server.cpu_seconds()
                     r = ghz(a.ghz, server.grpc_port, ids, c, min(c, a.connections),
-                            a.peak_duration, a.timeout)
+                            a.peak_duration, a.timeout, prefix=ghz_prefix)
                     r.update(delta(server_counts(server.metrics()), before))
                     r["server_cores"] = (server.cpu_seconds() - cpu) / r["seconds"]
                     r.update(run=f"peak c={c}", mode=mode)
@@ -171,7 +133,7 @@ def main():
                 for name, rps in overloads:
                     before, cpu = server_counts(server.metrics()), server.cpu_seconds()
                     r = ghz(a.ghz, server.grpc_port, ids, a.overload_concurrency, a.connections,
-                            a.duration, a.timeout, rps)
+                            a.duration, a.timeout, rps, prefix=ghz_prefix)
                     r.update(delta(server_counts(server.metrics()), before))
                     r["server_cores"] = (server.cpu_seconds() - cpu) / r["seconds"]
                     r.update(run=f"c={a.overload_concurrency} {name}", mode=mode)

@@ -210,19 +210,20 @@ void Batcher::ApplyUpdates(std::deque<Update>& updates) {
           "' does not increase: the last applied is ", last, "; nothing of this message applied")));
       continue;
     }
-    absl::StatusOr<int64_t> written = store_->UpdateRows(u.ids, u.rows_type, u.rows);
-    if (!written.ok()) {
-      u.done(std::move(written));
+    if (absl::Status s = store_->WriteRows(*u.rows); !s.ok()) {
+      u.done(s);
       continue;
     }
+    const int64_t written = u.rows->rows();
+    u.rows.reset();  // its staging memory goes back to the store now
     last_sequence_.store(u.sequence, std::memory_order_release);
-    updated_rows_.fetch_add(*written, std::memory_order_relaxed);
-    metrics_.updated_rows->Increment(static_cast<double>(*written));
+    updated_rows_.fetch_add(written, std::memory_order_relaxed);
+    metrics_.updated_rows->Increment(static_cast<double>(written));
     metrics_.update_sequence->Set(static_cast<double>(u.sequence));
     const absl::Time now = clock_->Now();
     metrics_.last_update_time->Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
     metrics_.update_seconds->Observe(absl::ToDoubleSeconds(now - u.received));
-    u.done(*written);
+    u.done(written);
   }
 }
 

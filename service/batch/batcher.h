@@ -17,8 +17,9 @@
 // again then), and as finishing until its last call is finished.
 // Row updates (SubmitUpdate) are applied by the worker at a batch boundary: it stops forming
 // batches (and the submitting threads stop starting them), waits until no batch is in flight,
-// writes the queued updates through the store in order, each whole, and answers each as soon as
-// its rows are written; then batches resume. So no batch reads a table that an update is
+// writes the queued updates through the store in order, each whole (EmbeddingStore::WriteRows:
+// the rows were prepared before, while batches ran), and answers each as soon as its rows are
+// written; then batches resume. So no batch reads a table that an update is
 // writing, and every batch formed after an update's answer reads its rows. Updates go ahead of
 // the lookups already queued. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
@@ -95,12 +96,10 @@ class Batcher {
   // already, INVALID_ARGUMENT for more than max_batch_ids ids, UNAVAILABLE after Shutdown().
   absl::Status Submit(Request request);
 
-  // Rows to write over the table's rows (EmbeddingStore::UpdateRows), with the publisher's
-  // sequence number.
+  // Rows to write over the table's rows, prepared by the store (EmbeddingStore::PrepareRows),
+  // with the publisher's sequence number.
   struct Update {
-    absl::Span<const int64_t> ids;  // checked by the caller; valid until `done` runs
-    DataType rows_type = DataType::kFloat32;
-    absl::Span<const std::byte> rows;  // ids.size() rows of the table's dim; valid until `done`
+    std::unique_ptr<PreparedRows> rows;
     // Must be greater than last_sequence() when the update is applied, else it applies nothing.
     int64_t sequence = 0;
     // When the update reached the server: the update-latency histogram runs from here to the

@@ -66,11 +66,18 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
       FinishWhenIdle(rows_type.status());
       return;
     }
+    // The slow part (conversion, the copy to the device) here, while batches run; the batch
+    // boundary then only writes.
+    absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = (*table)->store->PrepareRows(
+        absl::MakeConstSpan(request_.ids().data(), request_.ids_size()), *rows_type,
+        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
+                            request_.rows().size()));
+    if (!prepared.ok()) {
+      FinishWhenIdle(prepared.status());
+      return;
+    }
     Batcher::Update update;
-    update.ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
-    update.rows_type = *rows_type;
-    update.rows = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
-                                      request_.rows().size());
+    update.rows = *std::move(prepared);
     update.sequence = request_.sequence();
     update.received = received;
     update.done = [this, name = info.name](absl::StatusOr<int64_t> written) {

@@ -1,8 +1,9 @@
 #include "service/store/cpu_store.h"
 
+#include <cstring>
 #include <utility>
+#include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "kernels/cpu_gather.h"
 #include "service/common/status_macros.h"
 
@@ -42,16 +43,52 @@ void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut 
   done(absl::OkStatus(), times);
 }
 
-absl::StatusOr<int64_t> CpuStore::UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                             absl::Span<const std::byte> rows) {
+namespace {
+
+// Distinct ids and their rows, in the table's type.
+class HostPreparedRows final : public PreparedRows {
+ public:
+  HostPreparedRows(std::vector<int64_t> ids, std::vector<std::byte> rows)
+      : PreparedRows(static_cast<int64_t>(ids.size())),
+        ids(std::move(ids)),
+        rows(std::move(rows)) {}
+  const std::vector<int64_t> ids;
+  const std::vector<std::byte> rows;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedRows>> CpuStore::PrepareRows(
+    absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
   const TableInfo& table = info();
-  if (rows.size() != ids.size() * static_cast<size_t>(table.dim) * ElementSize(rows_type)) {
-    return absl::InternalError(absl::StrCat("UpdateRows: ", rows.size(), " bytes of rows for ",
+  const size_t in_row = static_cast<size_t>(table.dim) * ElementSize(rows_type);
+  const size_t out_row = static_cast<size_t>(table.dim) * ElementSize(table.dtype);
+  if (rows.size() != ids.size() * in_row) {
+    return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
                                             ids.size(), " ids of dim ", table.dim));
   }
-  // In order, so that an id given twice keeps its last row.
-  kernels::CpuScatter(rows.data(), rows_type, table.dim, ids, data_->mutable_data(), table.dtype);
-  return static_cast<int64_t>(absl::flat_hash_set<int64_t>(ids.begin(), ids.end()).size());
+  const std::vector<size_t> keep = LastOccurrences(ids);
+  std::vector<int64_t> kept_ids(keep.size());
+  std::vector<std::byte> converted(keep.size() * out_row);
+  for (size_t k = 0; k < keep.size(); ++k) {
+    kept_ids[k] = ids[keep[k]];
+    kernels::CpuConvert(rows.data() + keep[k] * in_row, rows_type, table.dim, table.dtype,
+                        converted.data() + k * out_row);
+  }
+  return std::make_unique<HostPreparedRows>(std::move(kept_ids), std::move(converted));
+}
+
+absl::Status CpuStore::WriteRows(PreparedRows& prepared) {
+  auto* rows = dynamic_cast<HostPreparedRows*>(&prepared);
+  if (rows == nullptr) {
+    return absl::InternalError("WriteRows: rows prepared by another store");
+  }
+  const size_t row = static_cast<size_t>(info().dim) * ElementSize(info().dtype);
+  for (size_t k = 0; k < rows->ids.size(); ++k) {
+    std::memcpy(data_->mutable_data() + static_cast<size_t>(rows->ids[k]) * row,
+                rows->rows.data() + k * row, row);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace emb::service

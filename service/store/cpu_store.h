@@ -23,9 +23,10 @@ class CpuStore final : public EmbeddingStore {
 
   // Gathers into `outs` on the calling thread and calls `done` before returning.
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
-  // Converts and writes the rows in place, in order, on the calling thread.
-  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                     absl::Span<const std::byte> rows) override;
+  // Prepared rows are host memory in the table's type; WriteRows copies them into the table.
+  absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
+      absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
+  absl::Status WriteRows(PreparedRows& rows) override;
 
  private:
   CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,

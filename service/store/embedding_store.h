@@ -10,8 +10,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -52,6 +54,25 @@ struct AnswerSpan {
   std::byte* device = nullptr;
 };
 
+// Rows of an update made ready by EmbeddingStore::PrepareRows, to be written by WriteRows of the
+// same store. Each store's own subclass holds them (host or device memory).
+class PreparedRows {
+ public:
+  virtual ~PreparedRows() = default;
+  // Distinct ids: the rows WriteRows writes.
+  int64_t rows() const { return rows_; }
+
+ protected:
+  explicit PreparedRows(int64_t rows) : rows_(rows) {}
+
+ private:
+  const int64_t rows_;
+};
+
+// The index of each distinct id's last occurrence in `ids`, in the order of those occurrences:
+// the rows an update writes when an id is given twice (the last row wins).
+std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids);
+
 class EmbeddingStore {
  public:
   // Where a batch's rows go: one span per caller, in id order; together they hold ids.size()
@@ -79,21 +100,40 @@ class EmbeddingStore {
   virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs,
                       Done done) = 0;
 
-  // Writes `rows` (ids.size() rows of info().dim elements of `rows_type`, little-endian) over the
-  // table's rows ids[i], converted to the table's type as LookUp converts; an id given twice
-  // takes its last row. Ids were checked by the caller (all in [0, info().rows)). The caller
-  // guarantees that no LookUp is in flight on this store and that none starts until this returns
-  // (the batcher's barrier), so that no answer holds part of an update. Returns the number of
-  // distinct rows written, once every later LookUp reads them. Errors: INTERNAL with the CUDA
-  // error's name for a device failure (the table is then as before, or the device is lost);
-  // UNIMPLEMENTED for a store that takes no updates.
-  virtual absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                             absl::Span<const std::byte> rows) {
+  // Row updates come in two steps, so that the slow part runs while batches do:
+  //   PrepareRows, on any thread at any time: `rows` (ids.size() rows of info().dim elements of
+  //     `rows_type`, little-endian) converted to the table's type as LookUp converts, each id once
+  //     with its last row, and, for a GPU store, already in device memory. Ids were checked by
+  //     the caller (all in [0, info().rows)). `ids` and `rows` need not outlive the call.
+  //   WriteRows, at a batch boundary: the caller guarantees that no LookUp is in flight and that
+  //     none starts until it returns (the batcher's barrier), so that no answer holds part of an
+  //     update. Returns once every later LookUp reads the rows.
+  // Errors: INTERNAL with the CUDA error's name for a device failure (WriteRows: the table is
+  // then as before, or the device is lost); UNIMPLEMENTED for a store that takes no updates.
+  virtual absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
+      absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
     (void)ids;
     (void)rows_type;
     (void)rows;
     return absl::UnimplementedError(
         absl::StrCat("table '", info_.name, "' does not take row updates"));
+  }
+  virtual absl::Status WriteRows(PreparedRows& rows) {
+    (void)rows;
+    return absl::UnimplementedError(
+        absl::StrCat("table '", info_.name, "' does not take row updates"));
+  }
+  // Both steps at once (the caller keeps the barrier); the distinct rows written.
+  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
+                                     absl::Span<const std::byte> rows) {
+    absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = PrepareRows(ids, rows_type, rows);
+    if (!prepared.ok()) {
+      return prepared.status();
+    }
+    if (absl::Status s = WriteRows(**prepared); !s.ok()) {
+      return s;
+    }
+    return (*prepared)->rows();
   }
 
  protected:

@@ -7,7 +7,6 @@
 #include <thread>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/scatter_rows.h"
@@ -23,24 +22,6 @@ size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
   const size_t per_slot = static_cast<size_t>(max_batch_ids) *
                           (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
   return per_slot * static_cast<size_t>(slots);
-}
-
-// The index of each distinct id's last occurrence in `ids`, in the order of those occurrences:
-// the rows an update writes (its kernel writes rows in parallel, so each id must come once).
-std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids) {
-  absl::flat_hash_map<int64_t, size_t> last;
-  last.reserve(ids.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    last[ids[i]] = i;
-  }
-  std::vector<size_t> keep;
-  keep.reserve(last.size());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (last[ids[i]] == i) {
-      keep.push_back(i);
-    }
-  }
-  return keep;
 }
 
 }  // namespace
@@ -180,53 +161,104 @@ void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut 
   completer_->Push(slot);
 }
 
-absl::StatusOr<int64_t> GpuStore::UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                             absl::Span<const std::byte> rows) {
+// Rows prepared in a staging block's device memory: the ids at offset 0, the rows (in the
+// table's type) at rows_offset. Gives the block back to its store when destroyed.
+class GpuPreparedRows final : public PreparedRows {
+ public:
+  GpuPreparedRows(GpuStore* store, std::unique_ptr<GpuStore::StagingBlock> block, int64_t rows,
+                  size_t rows_offset)
+      : PreparedRows(rows), store(store), block(std::move(block)), rows_offset(rows_offset) {}
+  ~GpuPreparedRows() override { store->ReleaseStaging(std::move(block)); }
+
+  GpuStore* const store;
+  std::unique_ptr<GpuStore::StagingBlock> block;
+  const size_t rows_offset;
+};
+
+absl::StatusOr<std::unique_ptr<GpuStore::StagingBlock>> GpuStore::AcquireStaging(size_t bytes) {
+  {
+    absl::MutexLock lock(&staging_mu_);
+    for (auto it = free_staging_.begin(); it != free_staging_.end(); ++it) {
+      if ((*it)->host.size() >= bytes) {
+        std::unique_ptr<StagingBlock> block = std::move(*it);
+        free_staging_.erase(it);
+        return block;
+      }
+    }
+  }
+  // At least 4 MiB, so that messages of a few thousand rows share blocks.
+  const size_t size = std::max(bytes, size_t{4} << 20);
+  auto block = std::make_unique<StagingBlock>();
+  ASSIGN_OR_RETURN(block->host, kernels::PinnedBuffer<std::byte>::Allocate(size));
+  ASSIGN_OR_RETURN(block->device, kernels::DeviceBuffer<std::byte>::Allocate(size));
+  ASSIGN_OR_RETURN(block->stream, kernels::CudaStream::Create());
+  return block;
+}
+
+void GpuStore::ReleaseStaging(std::unique_ptr<StagingBlock> block) {
+  constexpr size_t kKeep = 4;  // blocks kept for reuse; more are freed
+  absl::MutexLock lock(&staging_mu_);
+  if (free_staging_.size() < kKeep) {
+    free_staging_.push_back(std::move(block));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
+    absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
   const TableInfo& table = info();
   const size_t in_row = static_cast<size_t>(table.dim) * ElementSize(rows_type);
   const size_t out_row = static_cast<size_t>(table.dim) * ElementSize(table.dtype);
   if (rows.size() != ids.size() * in_row) {
-    return absl::InternalError(absl::StrCat("UpdateRows: ", rows.size(), " bytes of rows for ",
+    return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
                                             ids.size(), " ids of dim ", table.dim));
   }
   const std::vector<size_t> keep = LastOccurrences(ids);
   const size_t n = keep.size();
-  if (n == 0) {
-    return 0;
-  }
   constexpr size_t kAlign = 256;
   const size_t ids_bytes = (n * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
   const size_t need = ids_bytes + n * out_row;
-  absl::MutexLock lock(&update_mu_);
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
-  if (update_stream_.get() == nullptr) {
-    ASSIGN_OR_RETURN(update_stream_, kernels::CudaStream::Create());
-  }
-  if (update_staging_.size() < need) {
-    constexpr unsigned kMapped = cudaHostAllocMapped | cudaHostAllocPortable;
-    const size_t grown = std::max(need, 2 * update_staging_.size());
-    update_staging_ = {};
-    mapped_update_staging_ = nullptr;
-    ASSIGN_OR_RETURN(update_staging_, kernels::PinnedBuffer<std::byte>::Allocate(grown, kMapped));
-    RETURN_IF_ERROR(
-        check_(cudaHostGetDevicePointer(reinterpret_cast<void**>(&mapped_update_staging_),
-                                        update_staging_.data(), 0),
-               "cudaHostGetDevicePointer"));
-  }
-  auto* h_ids = reinterpret_cast<int64_t*>(update_staging_.data());
-  std::byte* h_rows = update_staging_.data() + ids_bytes;
+  ASSIGN_OR_RETURN(std::unique_ptr<StagingBlock> block, AcquireStaging(need));
+  auto prepared =
+      std::make_unique<GpuPreparedRows>(this, std::move(block), static_cast<int64_t>(n), ids_bytes);
+  StagingBlock& b = *prepared->block;
+  auto* h_ids = reinterpret_cast<int64_t*>(b.host.data());
+  std::byte* h_rows = b.host.data() + ids_bytes;
   for (size_t k = 0; k < n; ++k) {
     h_ids[k] = ids[keep[k]];
     kernels::CpuConvert(rows.data() + keep[k] * in_row, rows_type, table.dim, table.dtype,
                         h_rows + k * out_row);
   }
+  if (n > 0) {
+    RETURN_IF_ERROR(check_(cudaMemcpyAsync(b.device.data(), b.host.data(), need,
+                                           cudaMemcpyHostToDevice, b.stream.get()),
+                           "copy updated rows to the device"));
+    RETURN_IF_ERROR(check_(cudaStreamSynchronize(b.stream.get()), "copy updated rows"));
+  }
+  return prepared;
+}
+
+absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
+  auto* rows = dynamic_cast<GpuPreparedRows*>(&prepared);
+  if (rows == nullptr || rows->store != this) {
+    return absl::InternalError("WriteRows: rows prepared by another store");
+  }
+  if (rows->rows() == 0) {
+    return absl::OkStatus();
+  }
+  const size_t row = static_cast<size_t>(info().dim) * ElementSize(info().dtype);
+  absl::MutexLock lock(&write_mu_);
+  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
+  if (write_stream_.get() == nullptr) {
+    ASSIGN_OR_RETURN(write_stream_, kernels::CudaStream::Create());
+  }
+  const StagingBlock& b = *rows->block;
   RETURN_IF_ERROR(kernels::LaunchScatterRows(
-      d_table_.data(), out_row, reinterpret_cast<const int64_t*>(mapped_update_staging_),
-      mapped_update_staging_ + ids_bytes, static_cast<int64_t>(n), update_stream_.get()));
+      d_table_.data(), row, reinterpret_cast<const int64_t*>(b.device.data()),
+      b.device.data() + rows->rows_offset, rows->rows(), write_stream_.get()));
   // Written before the first LookUp after this one is enqueued (the batcher starts none until
   // this returns), so every later gather reads the new rows.
-  RETURN_IF_ERROR(check_(cudaStreamSynchronize(update_stream_.get()), "write updated rows"));
-  return static_cast<int64_t>(n);
+  return check_(cudaStreamSynchronize(write_stream_.get()), "write updated rows");
 }
 
 }  // namespace emb::service

@@ -13,14 +13,16 @@
 // caller's span where the device sees it (AnswerSpan::device) and it is large enough to be worth
 // its own copy or launch; the other spans' rows pass through the slot's pinned buffer and are
 // copied on the host. With several slots the copies and gather of one batch overlap the next.
-// UpdateRows converts a message's rows to the table's type on the host, into pinned mapped
-// memory, and one scatter kernel (kernels/scatter_rows.h) writes them over the table's rows on
-// the store's own stream; it returns once they are written.
+// Row updates: PrepareRows converts a message's rows to the table's type on the host, into a
+// pinned staging block, and copies them to the block's device memory, all while batches run;
+// WriteRows, at the batch boundary, is one scatter kernel (kernels/scatter_rows.h) from device
+// memory over the table's rows, on the store's own stream.
 // Thread-safe: LookUp from any thread.
 #ifndef EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -56,8 +58,17 @@ class GpuStore final : public EmbeddingStore {
   const LoadStats& load_stats() const { return load_stats_; }
 
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
-  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                     absl::Span<const std::byte> rows) override;
+  absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
+      absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
+  absl::Status WriteRows(PreparedRows& rows) override;
+
+  // Pinned and device memory an update's rows pass through, with the stream that copies them;
+  // kept for reuse once an update is written (a few, grown to the largest message).
+  struct StagingBlock {
+    kernels::PinnedBuffer<std::byte> host;
+    kernels::DeviceBuffer<std::byte> device;
+    kernels::CudaStream stream;
+  };
 
  private:
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
@@ -90,12 +101,16 @@ class GpuStore final : public EmbeddingStore {
   std::unique_ptr<SlotPool> slots_;
   std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first
 
-  // Row updates: their stream and the pinned mapped memory their ids and converted rows pass
-  // through (grown to the largest message so far).
-  absl::Mutex update_mu_;
-  kernels::CudaStream update_stream_ ABSL_GUARDED_BY(update_mu_);
-  kernels::PinnedBuffer<std::byte> update_staging_ ABSL_GUARDED_BY(update_mu_);
-  std::byte* mapped_update_staging_ ABSL_GUARDED_BY(update_mu_) = nullptr;
+  friend class GpuPreparedRows;
+  // A free staging block of at least `bytes`, or a new one.
+  absl::StatusOr<std::unique_ptr<StagingBlock>> AcquireStaging(size_t bytes);
+  void ReleaseStaging(std::unique_ptr<StagingBlock> block);
+
+  absl::Mutex staging_mu_;
+  std::vector<std::unique_ptr<StagingBlock>> free_staging_ ABSL_GUARDED_BY(staging_mu_);
+  // The stream WriteRows runs on.
+  absl::Mutex write_mu_;
+  kernels::CudaStream write_stream_ ABSL_GUARDED_BY(write_mu_);
 };
 
 }  // namespace emb::service

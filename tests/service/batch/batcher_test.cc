@@ -51,10 +51,12 @@ class WrappingStore : public EmbeddingStore {
   explicit WrappingStore(EmbeddingStore* inner)
       : EmbeddingStore(inner->info(), inner->max_batch_ids()), inner_(inner) {}
 
-  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
-                                     absl::Span<const std::byte> rows) override {
-    return inner_->UpdateRows(ids, rows_type, rows);
+  absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
+      absl::Span<const int64_t> ids, DataType rows_type,
+      absl::Span<const std::byte> rows) override {
+    return inner_->PrepareRows(ids, rows_type, rows);
   }
+  absl::Status WriteRows(PreparedRows& rows) override { return inner_->WriteRows(rows); }
 
  protected:
   EmbeddingStore* const inner_;
@@ -954,12 +956,15 @@ struct UpdateCall {
   UpdateCall(std::vector<int64_t> ids_in, std::vector<float> rows_in, int64_t seq)
       : ids(std::move(ids_in)), rows(std::move(rows_in)), sequence(seq) {}
 
-  Batcher::Update Update() {
+  // The update, its rows prepared by `store`.
+  Batcher::Update Update(EmbeddingStore& store) {
     Batcher::Update u;
-    u.ids = ids;
-    u.rows_type = DataType::kFloat32;
-    u.rows = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(rows.data()),
-                                 rows.size() * sizeof(float));
+    auto prepared =
+        store.PrepareRows(ids, DataType::kFloat32,
+                          absl::MakeConstSpan(reinterpret_cast<const std::byte*>(rows.data()),
+                                              rows.size() * sizeof(float)));
+    EXPECT_THAT(prepared.status(), IsOk());
+    u.rows = *std::move(prepared);
     u.sequence = sequence;
     u.done = [this](absl::StatusOr<int64_t> written) {
       result = std::move(written);
@@ -1000,8 +1005,7 @@ class UpdateFailingStore final : public WrappingStore {
   void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
     inner_->LookUp(ids, out_type, outs, std::move(done));
   }
-  absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t>, DataType,
-                                     absl::Span<const std::byte>) override {
+  absl::Status WriteRows(PreparedRows&) override {
     return absl::InternalError("write updated rows on cuda:0: cudaErrorLaunchFailure");
   }
 };
@@ -1010,7 +1014,7 @@ TEST_F(BatcherTest, UpdatedRowsAreWhatEveryLaterLookUpReadsInEveryAnswerType) {
   Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
   // Ids 5 and 700 come twice: their last rows win.
   UpdateCall update({5, 17, 700, 5, 999, 0, 700}, RandomRows(7, 1), /*seq=*/3);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
   update.done.WaitForNotification();
   ASSERT_THAT(update.result, IsOk());
   EXPECT_EQ(*update.result, 5);  // distinct ids
@@ -1046,12 +1050,12 @@ TEST_F(BatcherTest, UpdatedRowsAreWhatEveryLaterLookUpReadsInEveryAnswerType) {
 TEST_F(BatcherTest, UpdateWhoseSequenceDoesNotIncreaseAppliesNothing) {
   Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
   UpdateCall first({1, 2}, RandomRows(2, 2), /*seq=*/10);
-  ASSERT_THAT(batcher.SubmitUpdate(first.Update()), IsOk());
+  ASSERT_THAT(batcher.SubmitUpdate(first.Update(*store_)), IsOk());
   first.done.WaitForNotification();
   ASSERT_THAT(first.result, IsOk());
   for (int64_t seq : {10, 9, 0, -1}) {
     UpdateCall stale({2, 3}, RandomRows(2, 3), seq);
-    ASSERT_THAT(batcher.SubmitUpdate(stale.Update()), IsOk());
+    ASSERT_THAT(batcher.SubmitUpdate(stale.Update(*store_)), IsOk());
     stale.done.WaitForNotification();
     EXPECT_THAT(stale.result,
                 StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -1079,7 +1083,7 @@ TEST_F(BatcherTest, UpdateWaitsForTheBatchInFlightAndGoesBeforeLaterLookUps) {
   ASSERT_THAT(batcher.Submit(before.Request()), IsOk());
   gate.WaitForCalls(1);  // its batch is in the store, held
   UpdateCall update({42}, RandomRows(1, 4), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
   Call after({42}, DataType::kFloat32);
   ASSERT_THAT(batcher.Submit(after.Request()), IsOk());
   // The batch in flight holds the table: the update cannot have been applied.
@@ -1098,7 +1102,7 @@ TEST_F(BatcherTest, StoreThatFailsAnUpdateKeepsTheSequence) {
   UpdateFailingStore failing(store_.get());
   Batcher batcher(&failing, BatcherOptions{}, table_metrics_, &clock_);
   UpdateCall update({1}, RandomRows(1, 5), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
   update.done.WaitForNotification();
   EXPECT_THAT(update.result,
               StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
@@ -1113,7 +1117,7 @@ TEST_F(BatcherTest, ShutdownAppliesQueuedUpdatesAndRefusesLaterOnes) {
   ASSERT_THAT(batcher.Submit(held.Request()), IsOk());
   gate.WaitForCalls(1);
   UpdateCall update({7}, RandomRows(1, 6), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update()), IsOk());
+  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
   std::thread stopper([&] { batcher.Shutdown(); });
   gate.Open();
   stopper.join();
@@ -1121,7 +1125,7 @@ TEST_F(BatcherTest, ShutdownAppliesQueuedUpdatesAndRefusesLaterOnes) {
   EXPECT_THAT(update.result, IsOk());
   EXPECT_EQ(batcher.last_sequence(), 1);
   UpdateCall late({7}, RandomRows(1, 7), /*seq=*/2);
-  EXPECT_THAT(batcher.SubmitUpdate(late.Update()), StatusIs(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(batcher.SubmitUpdate(late.Update(*store_)), StatusIs(absl::StatusCode::kUnavailable));
 }
 
 // One writer rewrites every row of the table with its sequence number, as fast as it can, while
@@ -1144,7 +1148,7 @@ TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
   auto write = [&](int64_t seq) {
     UpdateCall u(
         all, std::vector<float>(static_cast<size_t>(kRows * kDim), static_cast<float>(seq)), seq);
-    ASSERT_THAT(batcher.SubmitUpdate(u.Update()), IsOk());
+    ASSERT_THAT(batcher.SubmitUpdate(u.Update(*store_)), IsOk());
     u.done.WaitForNotification();
     ASSERT_THAT(u.result, IsOk());
     acknowledged.store(seq, std::memory_order_release);
