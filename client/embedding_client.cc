@@ -9,25 +9,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/call_deadline.h"
 #include "proto/convert/data_type_proto.h"
 
 namespace emb::client {
 namespace {
 
 namespace pb = ::embedding::v1;
-
-// A deadline must be positive and finite: the API has no call without one.
-absl::Status CheckTimeout(absl::Duration timeout) {
-  if (timeout <= absl::ZeroDuration() || timeout == absl::InfiniteDuration()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("timeout must be positive and finite, got ", absl::FormatDuration(timeout)));
-  }
-  return absl::OkStatus();
-}
-
-void SetDeadline(absl::Duration timeout, grpc::ClientContext* ctx) {
-  ctx->set_deadline(absl::ToChronoTime(absl::Now() + timeout));
-}
 
 }  // namespace
 
@@ -225,6 +213,8 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.dtype = *dtype;
     info.device = t.device();
     info.is_default = t.is_default();
+    info.sequence = t.sequence();
+    info.updated_rows = t.updated_rows();
     tables.push_back(std::move(info));
   }
   return tables;

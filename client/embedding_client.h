@@ -49,6 +49,10 @@ struct TableInfo {
   DataType dtype = DataType::kFloat32;
   std::string device;
   bool is_default = false;
+  // The last sequence applied by EmbeddingAdminService.UpdateRows (0: none since the table was
+  // loaded), and the rows it has written since; a publisher resumes after `sequence`.
+  int64_t sequence = 0;
+  int64_t updated_rows = 0;
 };
 
 // The arguments of one LookUp. An empty `table` selects the server's default table; an empty

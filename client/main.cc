@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <memory>
@@ -28,9 +29,11 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "client/admin_client.h"
 #include "client/bench.h"
 #include "client/bench/ghz_config.h"
 #include "client/embedding_client.h"
+#include "client/npy_file.h"
 #include "kernels/data_type.h"
 #include "service/common/flags_usage.h"
 
@@ -60,7 +63,8 @@ using emb::client::FlagDuration;
 
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
 ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
-          "Deadline of each call: seconds, or a duration such as 500ms.");
+          "Deadline of each call (update: of its whole stream): seconds, or a duration such as "
+          "500ms.");
 ABSL_FLAG(bool, tls, false,
           "Speak TLS to the server (implied by any --tls_* flag); without --tls_ca the server's "
           "certificate must chain to gRPC's default roots.");
@@ -71,6 +75,23 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the server's certificate must carry, instead of --target's host.");
+ABSL_FLAG(std::string, admin_target, "localhost:50052",
+          "update: address of the server's admin listener (its --admin_address), host:port.");
+ABSL_FLAG(bool, admin_tls, false,
+          "update: speak TLS to --admin_target (implied by any --admin_tls_* flag); without "
+          "--admin_tls_ca its certificate must chain to gRPC's default roots. None of them: "
+          "plaintext, which a server allows only with --admin_insecure on a loopback address.");
+ABSL_FLAG(std::string, admin_tls_ca, "",
+          "update: PEM CA certificate(s) that the admin listener's certificate must be signed by "
+          "(turns TLS on).");
+ABSL_FLAG(std::string, admin_tls_cert, "",
+          "update: PEM certificate (chain) of this client for the admin listener's mutual TLS "
+          "(its identity must be on the server's --admin_allowed_identities), with "
+          "--admin_tls_key.");
+ABSL_FLAG(std::string, admin_tls_key, "", "update: PEM private key of --admin_tls_cert.");
+ABSL_FLAG(std::string, admin_tls_server_name, "",
+          "update: name the admin listener's certificate must carry, instead of --admin_target's "
+          "host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
           "Answer type: float32, float16 or bfloat16; empty means the table's own type.");
@@ -79,6 +100,21 @@ ABSL_FLAG(std::string, ids_file, "",
           "lookup: read the ids from this file (separated by whitespace or commas).");
 ABSL_FLAG(std::vector<std::string>, shape, {},
           "lookup: shape of the ids, e.g. 4,8; empty means [number of ids].");
+// update
+ABSL_FLAG(std::string, ids, "", "update: .npy file of the ids to overwrite, 1-D int64 (or int32).");
+ABSL_FLAG(std::string, rows, "",
+          "update: .npy file of their rows, 2-D [len(ids), dim], float32 or float16 (or 2-byte "
+          "bfloat16 bits, uint16 or ml_dtypes' bfloat16, with --rows_dtype=bfloat16).");
+ABSL_FLAG(std::string, rows_dtype, "",
+          "update: type the rows are sent in: float32, float16 or bfloat16 (converted from the "
+          "file's, rounding to nearest even); empty: the file's own type.");
+ABSL_FLAG(int64_t, sequence, 0,
+          "update: sequence number of the (first) message; it must be greater than the table's "
+          "last applied one. 0: one more than the table's sequence as ListTables on --target "
+          "reports it (for a single publisher).");
+ABSL_FLAG(int64_t, rows_per_message, 0,
+          "update: if > 0, send the rows in messages of at most this many, on one stream, with "
+          "sequences --sequence, --sequence + 1, ...; 0: one message.");
 // bench
 ABSL_FLAG(int32_t, concurrency, 1, "bench: calls kept in flight (closed loop).");
 ABSL_FLAG(bool, blocking, false,
@@ -121,6 +157,8 @@ constexpr char kUsage[] =
     "                   (put negative ids after --, e.g. lookup -- -1)\n"
     "  tables           list the server's tables\n"
     "  health [SERVICE] grpc.health.v1 Check; prints the status, exits 0 only if SERVING\n"
+    "  update           overwrite rows through the admin listener (--admin_target): --ids and\n"
+    "                   --rows name .npy files; prints each message's ack\n"
     "  bench            load generator; prints req/s, ids/s, payload MB/s, latency percentiles\n"
     "                   and status counts (--json: one JSON object)\n";
 
@@ -177,25 +215,34 @@ absl::StatusOr<std::string> ReadTlsFile(absl::string_view flag, const std::strin
   return text.str();
 }
 
-// The channel's TLS settings from the --tls* flags; nullopt (plaintext) when none is given.
-absl::StatusOr<std::optional<TlsOptions>> TlsFromFlags() {
-  const std::string ca = absl::GetFlag(FLAGS_tls_ca);
-  const std::string cert = absl::GetFlag(FLAGS_tls_cert);
-  const std::string key = absl::GetFlag(FLAGS_tls_key);
+// The values of one set of TLS flags (--tls* for --target, --admin_tls* for --admin_target).
+struct TlsFlags {
+  std::string prefix;  // "--tls" or "--admin_tls"
+  bool tls = false;
+  std::string ca;
+  std::string cert;
+  std::string key;
+  std::string server_name;
+};
+
+// A channel's TLS settings from one set of flags; nullopt (plaintext) when none is given.
+absl::StatusOr<std::optional<TlsOptions>> TlsFromFlags(const TlsFlags& flags) {
   TlsOptions tls;
-  tls.server_name = absl::GetFlag(FLAGS_tls_server_name);
-  if (!absl::GetFlag(FLAGS_tls) && ca.empty() && cert.empty() && key.empty() &&
+  tls.server_name = flags.server_name;
+  if (!flags.tls && flags.ca.empty() && flags.cert.empty() && flags.key.empty() &&
       tls.server_name.empty()) {
     return std::optional<TlsOptions>();
   }
-  if (cert.empty() != key.empty()) {
+  const std::string cert_flag = flags.prefix + "_cert";
+  const std::string key_flag = flags.prefix + "_key";
+  if (flags.cert.empty() != flags.key.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(cert.empty() ? "--tls_key" : "--tls_cert", " is given without ",
-                     cert.empty() ? "--tls_cert" : "--tls_key", ": mutual TLS needs both"));
+        absl::StrCat(flags.cert.empty() ? key_flag : cert_flag, " is given without ",
+                     flags.cert.empty() ? cert_flag : key_flag, ": mutual TLS needs both"));
   }
-  for (auto [flag, path, out] : {std::make_tuple("--tls_ca", &ca, &tls.root_certs),
-                                 std::make_tuple("--tls_cert", &cert, &tls.cert_chain),
-                                 std::make_tuple("--tls_key", &key, &tls.private_key)}) {
+  for (auto [flag, path, out] : {std::make_tuple(flags.prefix + "_ca", &flags.ca, &tls.root_certs),
+                                 std::make_tuple(cert_flag, &flags.cert, &tls.cert_chain),
+                                 std::make_tuple(key_flag, &flags.key, &tls.private_key)}) {
     absl::StatusOr<std::string> text = ReadTlsFile(flag, *path);
     if (!text.ok()) {
       return text.status();
@@ -203,6 +250,24 @@ absl::StatusOr<std::optional<TlsOptions>> TlsFromFlags() {
     *out = *std::move(text);
   }
   return std::optional<TlsOptions>(std::move(tls));
+}
+
+TlsFlags LookUpTlsFlags() {
+  return {"--tls",
+          absl::GetFlag(FLAGS_tls),
+          absl::GetFlag(FLAGS_tls_ca),
+          absl::GetFlag(FLAGS_tls_cert),
+          absl::GetFlag(FLAGS_tls_key),
+          absl::GetFlag(FLAGS_tls_server_name)};
+}
+
+TlsFlags AdminTlsFlags() {
+  return {"--admin_tls",
+          absl::GetFlag(FLAGS_admin_tls),
+          absl::GetFlag(FLAGS_admin_tls_ca),
+          absl::GetFlag(FLAGS_admin_tls_cert),
+          absl::GetFlag(FLAGS_admin_tls_key),
+          absl::GetFlag(FLAGS_admin_tls_server_name)};
 }
 
 // bench's exit status when the run finished but some calls did not return OK (its report is
@@ -281,10 +346,11 @@ int TablesCommand(EmbeddingClient& client) {
     return Fail("tables", tables.status());
   }
   std::vector<std::vector<std::string>> cells = {
-      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT"}};
+      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT", "SEQUENCE", "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
-                     t.device, t.is_default ? "yes" : "no"});
+                     t.device, t.is_default ? "yes" : "no", absl::StrCat(t.sequence),
+                     absl::StrCat(t.updated_rows)});
   }
   std::vector<size_t> width(cells.front().size(), 0);
   for (const auto& row : cells) {
@@ -314,6 +380,185 @@ int HealthCommand(EmbeddingClient& client, const std::vector<std::string>& args)
   }
   std::cout << *status << "\n";
   return *status == "SERVING" ? 0 : 2;
+}
+
+// The ids of --ids: a 1-D .npy of int64 (or int32, widened).
+absl::StatusOr<std::vector<int64_t>> ReadIdsNpy(const std::string& path) {
+  absl::StatusOr<NpyArray> array = ReadNpy(path);
+  if (!array.ok()) {
+    return array.status();
+  }
+  if (array->shape.size() != 1 || (array->descr != "<i8" && array->descr != "<i4")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--ids=", path, " must be a 1-D array of int64 (or int32), not '",
+                     array->descr, "' of shape (", absl::StrJoin(array->shape, ", "), ")"));
+  }
+  std::vector<int64_t> ids(array->shape[0]);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (array->descr == "<i8") {
+      std::memcpy(&ids[i], array->data.data() + 8 * i, 8);
+    } else {
+      int32_t v;
+      std::memcpy(&v, array->data.data() + 4 * i, 4);
+      ids[i] = v;
+    }
+  }
+  return ids;
+}
+
+// The rows of --rows for `num_ids` ids, in the type they are sent in (--rows_dtype, else the
+// file's), and their dim.
+struct RowsToSend {
+  std::string bytes;
+  DataType dtype = DataType::kFloat32;
+  int64_t dim = 0;
+};
+
+absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, size_t num_ids) {
+  absl::StatusOr<NpyArray> array = ReadNpy(path);
+  if (!array.ok()) {
+    return array.status();
+  }
+  const std::string send_name = absl::GetFlag(FLAGS_rows_dtype);
+  std::optional<DataType> send;
+  if (DataType t; !send_name.empty()) {
+    if (!ParseDataType(send_name.c_str(), &t)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--rows_dtype must be float32, float16 or bfloat16, got \"", send_name, "\""));
+    }
+    send = t;
+  }
+  DataType file_type;
+  if (array->descr == "<f4") {
+    file_type = DataType::kFloat32;
+  } else if (array->descr == "<f2") {
+    file_type = DataType::kFloat16;
+  } else if (send == DataType::kBFloat16 && (array->descr == "<u2" || array->descr == "<i2" ||
+                                             array->descr == "|V2" || array->descr == "<V2")) {
+    file_type = DataType::kBFloat16;  // the bits of bfloat16 values
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--rows=", path, " holds '", array->descr,
+        "'; rows must be float32 (<f4) or float16 (<f2), or 2-byte bfloat16 bits (uint16 or "
+        "ml_dtypes' bfloat16) with --rows_dtype=bfloat16"));
+  }
+  if (array->shape.size() != 2 || array->shape[0] != static_cast<int64_t>(num_ids)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rows=", path, " must be 2-D with one row per id (", num_ids,
+                     " ids), not of shape (", absl::StrJoin(array->shape, ", "), ")"));
+  }
+  RowsToSend rows;
+  rows.dim = array->shape[1];
+  rows.dtype = send.value_or(file_type);
+  if (rows.dtype == file_type) {
+    rows.bytes = std::move(array->data);
+    return rows;
+  }
+  std::vector<float> values(array->data.size() / ElementSize(file_type));
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = LoadAsFloat(array->data.data(), file_type, static_cast<int64_t>(i));
+  }
+  rows.bytes = EncodeRows(values, rows.dtype);
+  return rows;
+}
+
+// The sequence the first message gets: --sequence, or one more than the table's last applied
+// one as ListTables on --target reports it.
+absl::StatusOr<int64_t> FirstSequence(const std::string& table,
+                                      const std::optional<TlsOptions>& tls) {
+  if (const int64_t sequence = absl::GetFlag(FLAGS_sequence); sequence != 0) {
+    return sequence;
+  }
+  absl::StatusOr<std::vector<TableInfo>> tables =
+      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), tls)
+          ->ListTables(absl::GetFlag(FLAGS_timeout).value);
+  if (!tables.ok()) {
+    return absl::Status(tables.status().code(),
+                        absl::StrCat("reading the table's sequence from --target (give "
+                                     "--sequence to skip it): ",
+                                     tables.status().message()));
+  }
+  std::vector<std::string> names;
+  for (const TableInfo& t : *tables) {
+    if (table.empty() ? t.is_default : t.name == table) {
+      return t.sequence + 1;
+    }
+    names.push_back(t.name);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("--target has no table \"", table, "\"; it has: ", absl::StrJoin(names, ", ")));
+}
+
+int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls) {
+  if (!args.empty()) {
+    return Fail("update", absl::InvalidArgumentError("takes no arguments, only flags"));
+  }
+  const std::string ids_path = absl::GetFlag(FLAGS_ids);
+  const std::string rows_path = absl::GetFlag(FLAGS_rows);
+  if (ids_path.empty() || rows_path.empty()) {
+    return Fail("update", absl::InvalidArgumentError("needs --ids and --rows (.npy files)"));
+  }
+  const int64_t per_message = absl::GetFlag(FLAGS_rows_per_message);
+  if (per_message < 0) {
+    return Fail("update", absl::InvalidArgumentError("--rows_per_message must be >= 0"));
+  }
+  absl::StatusOr<std::vector<int64_t>> ids = ReadIdsNpy(ids_path);
+  if (!ids.ok()) {
+    return Fail("update", ids.status());
+  }
+  absl::StatusOr<RowsToSend> rows = ReadRowsNpy(rows_path, ids->size());
+  if (!rows.ok()) {
+    return Fail("update", rows.status());
+  }
+  absl::StatusOr<std::optional<TlsOptions>> admin_tls = TlsFromFlags(AdminTlsFlags());
+  if (!admin_tls.ok()) {
+    return Fail("update", admin_tls.status());
+  }
+  const std::string table = absl::GetFlag(FLAGS_table);
+  absl::StatusOr<int64_t> sequence = FirstSequence(table, tls);
+  if (!sequence.ok()) {
+    return Fail("update", sequence.status());
+  }
+  std::unique_ptr<AdminClient> admin =
+      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls);
+  absl::StatusOr<std::unique_ptr<RowWriter>> writer =
+      admin->OpenWriter(absl::GetFlag(FLAGS_timeout).value);
+  if (!writer.ok()) {
+    return Fail("update", writer.status());
+  }
+  // Every message is sent before the acks are read: the writer keeps a bounded number in
+  // flight, and the acks of the messages applied before a refused one are printed all the same.
+  const size_t n = ids->size();
+  const size_t step = per_message > 0 ? static_cast<size_t>(per_message) : std::max<size_t>(n, 1);
+  const size_t row_bytes = static_cast<size_t>(rows->dim) * ElementSize(rows->dtype);
+  for (size_t begin = 0, k = 0; begin < std::max<size_t>(n, 1); begin += step, ++k) {
+    const size_t end = std::min(n, begin + step);
+    RowUpdate update;
+    update.table = table;
+    update.ids.assign(ids->data() + begin, ids->data() + end);
+    update.rows = rows->bytes.substr(begin * row_bytes, (end - begin) * row_bytes);
+    update.dtype = rows->dtype;
+    update.sequence = *sequence + static_cast<int64_t>(k);
+    if (!(*writer)->Send(update).ok()) {
+      break;  // the stream has ended; Finish says why
+    }
+  }
+  const absl::Status status = (*writer)->Finish();
+  std::string out;
+  while ((*writer)->unacknowledged() > 0) {
+    absl::StatusOr<UpdateAck> ack = (*writer)->NextAck();
+    if (!ack.ok()) {
+      break;
+    }
+    absl::StrAppend(&out, "table ", ack->table, " sequence ", ack->sequence, " rows ", ack->rows,
+                    "\n");
+  }
+  std::cout << out;
+  std::cout.flush();
+  if (!status.ok()) {
+    return Fail("update", status);
+  }
+  return 0;
 }
 
 // The names of the flags that `argv` sets ("--name", "--name=value", "-name", "--noname"), up to
@@ -409,12 +654,15 @@ int Main(int argc, char** argv) {
   }
   const std::string command = positional[1];
   const std::vector<std::string> args(positional.begin() + 2, positional.end());
-  absl::StatusOr<std::optional<TlsOptions>> tls = TlsFromFlags();
+  absl::StatusOr<std::optional<TlsOptions>> tls = TlsFromFlags(LookUpTlsFlags());
   if (!tls.ok()) {
     return Fail(command, tls.status());
   }
   if (command == "bench") {
     return BenchCommand(args, *std::move(tls), flags_given);
+  }
+  if (command == "update") {
+    return UpdateCommand(args, *tls);
   }
   std::unique_ptr<EmbeddingClient> client =
       EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);

@@ -1,4 +1,5 @@
-"""A small Python client for embedding.v1.EmbeddingService.
+"""A small Python client for embedding.v1.EmbeddingService, and for EmbeddingAdminService (row
+updates, on the server's admin listener).
 
 Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed
 with this package (`pip install --no-build-isolation --no-use-pep517 client/python` generates
@@ -15,13 +16,30 @@ Over TLS (the server's --tls_cert/--tls_key), and mutual TLS (its --tls_client_c
     EmbeddingClient("localhost:50051", tls_ca="ca.pem",
                     tls_cert="client.pem", tls_key="client.key")              # mutual TLS
 
+Row updates go to the server's admin listener (its --admin_address), under mutual TLS with a
+client certificate on its allow-list (or in plaintext where it runs with --admin_insecure):
+
+    from embedding_client import EmbeddingAdminClient
+    with EmbeddingAdminClient("localhost:50052", tls_ca="ca.pem",
+                              tls_cert="publisher.pem", tls_key="publisher.key") as admin:
+        ack = admin.update_rows([3, 7], rows, sequence=42)   # rows: numpy [2, dim]
+        with admin.open_writer() as w:                        # one stream, many messages
+            w.send(ids_a, rows_a, sequence=43)
+            w.send(ids_b, rows_b, sequence=44)
+            acks = w.finish()                                  # [UpdateAck(...), ...]
+
 Errors are grpc.RpcError with the server's code and message (e.g. OUT_OF_RANGE naming the id).
 A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILABLE.
 """
 
+import collections
+import queue
+
 import grpc
 import numpy as np
 
+from embedding.v1 import embedding_admin_pb2 as admin_pb
+from embedding.v1 import embedding_admin_pb2_grpc as admin_pb_grpc
 from embedding.v1 import embedding_service_pb2 as pb
 from embedding.v1 import embedding_service_pb2_grpc as pb_grpc
 
@@ -42,6 +60,39 @@ def _pem(value):
         return f.read()
 
 
+def _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name):
+    """A channel to `target` without message size limits: TLS if `tls` (None: if any tls_*
+    argument is given), else plaintext."""
+    options = [("grpc.max_receive_message_length", -1),
+               ("grpc.max_send_message_length", -1)]
+    if tls is None:
+        tls = any(a is not None for a in (tls_ca, tls_cert, tls_key, tls_server_name))
+    if not tls:
+        return grpc.insecure_channel(target, options=options)
+    if (tls_cert is None) != (tls_key is None):
+        raise ValueError("tls_cert and tls_key go together: mutual TLS needs both")
+    if tls_server_name is not None:
+        options.append(("grpc.ssl_target_name_override", tls_server_name))
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=_pem(tls_ca), private_key=_pem(tls_key),
+        certificate_chain=_pem(tls_cert))
+    return grpc.secure_channel(target, credentials, options=options)
+
+
+def _dtype_name(dtype):
+    """"float32", "float16", "bfloat16" or None for `dtype` (a name, or numpy's float32 and
+    float16 types); ValueError for anything else."""
+    if dtype is not None and not isinstance(dtype, str):
+        try:
+            dtype = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if dtype is not None and dtype not in _DTYPES:
+        raise ValueError("dtype must be one of %s or None, not %r"
+                         % (", ".join(repr(d) for d in _DTYPES), dtype))
+    return dtype
+
+
 class EmbeddingClient:
     """Thread-safe; one channel, reused for every call."""
 
@@ -53,21 +104,7 @@ class EmbeddingClient:
         path or its bytes. tls_server_name: the name the server's certificate must carry, instead
         of the target's host.
         """
-        options = [("grpc.max_receive_message_length", -1),
-                   ("grpc.max_send_message_length", -1)]
-        if tls is None:
-            tls = any(a is not None for a in (tls_ca, tls_cert, tls_key, tls_server_name))
-        if not tls:
-            self._channel = grpc.insecure_channel(target, options=options)
-        else:
-            if (tls_cert is None) != (tls_key is None):
-                raise ValueError("tls_cert and tls_key go together: mutual TLS needs both")
-            if tls_server_name is not None:
-                options.append(("grpc.ssl_target_name_override", tls_server_name))
-            credentials = grpc.ssl_channel_credentials(
-                root_certificates=_pem(tls_ca), private_key=_pem(tls_key),
-                certificate_chain=_pem(tls_cert))
-            self._channel = grpc.secure_channel(target, credentials, options=options)
+        self._channel = _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name)
         self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
         self._timeout = timeout
 
@@ -89,14 +126,7 @@ class EmbeddingClient:
         table's own); numpy's float32 and float16 types are taken for their names. Anything else
         raises ValueError.
         """
-        if dtype is not None and not isinstance(dtype, str):
-            try:
-                dtype = np.dtype(dtype).name
-            except TypeError:
-                pass
-        if dtype is not None and dtype not in _DTYPES:
-            raise ValueError("dtype must be one of %s or None, not %r"
-                             % (", ".join(repr(d) for d in _DTYPES), dtype))
+        dtype = _dtype_name(dtype)
         ids = np.asarray(ids, dtype=np.int64)
         request = pb.LookUpRequest(table=table, ids=ids.ravel().tolist(), shape=list(ids.shape))
         if dtype is not None:
@@ -115,7 +145,262 @@ class EmbeddingClient:
         return rows.reshape(ids.shape + (dim,))
 
     def list_tables(self, timeout=None):
-        """[{name, rows, dim, dtype, device, is_default}, ...], the default table first."""
+        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows}, ...], the
+        default table first. sequence: the last one UpdateRows applied to the table (0: none
+        since it was loaded), which a publisher resumes after; updated_rows: rows written by
+        UpdateRows since the table was loaded."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim, dtype=_BY_ENUM.get(t.dtype, "unknown"),
-                     device=t.device, is_default=t.is_default) for t in response.tables]
+                     device=t.device, is_default=t.is_default, sequence=t.sequence,
+                     updated_rows=t.updated_rows) for t in response.tables]
+
+
+
+UpdateAck = collections.namedtuple("UpdateAck", "table sequence rows")
+UpdateAck.__doc__ = """The server's answer to one applied update: the table written (by name,
+also when the update named none), the update's sequence (now the table's last applied one) and
+the rows written (distinct ids). Its rows are seen by every lookup that starts after it."""
+
+
+def _float_to_bfloat16_bits(values):
+    """float32 values as bfloat16 bits (uint16), rounded to nearest even as the server rounds;
+    NaN stays a (quiet) NaN."""
+    bits = np.ascontiguousarray(values, dtype="<f4").view(np.uint32)
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16).astype(np.uint16)
+    nan = (bits & 0x7FFFFFFF) > 0x7F800000
+    return np.where(nan, ((bits >> 16) | 0x40).astype(np.uint16), rounded)
+
+
+def update_request(ids, rows, sequence, table="", dtype=None):
+    """An UpdateRowsRequest for `ids` (1-D integers) and `rows` (a 2-D array, one row per id).
+
+    dtype: the type the rows are sent in: "float32", "float16", "bfloat16" (numpy's float32 and
+    float16 types are taken for their names) or None: the array's own, which must then be
+    float32, float16 or ml_dtypes' bfloat16. Rows of another float type are converted
+    (float16 and bfloat16 rounded to nearest even); for "bfloat16", a uint16 array is taken as
+    the bits. Anything else is a ValueError, as are ids that are not 1-D integers and rows
+    that are not 2-D with len(ids) rows.
+    """
+    ids = np.asarray(ids)
+    if ids.size == 0:
+        ids = ids.astype(np.int64)
+    if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+        raise ValueError("ids must be a 1-D array of integers, not %s of shape %s"
+                         % (ids.dtype, ids.shape))
+    rows = np.asarray(rows)
+    if rows.ndim != 2 or rows.shape[0] != ids.shape[0]:
+        raise ValueError("rows must be 2-D with one row per id (%d ids), not of shape %s"
+                         % (ids.shape[0], rows.shape))
+    own = rows.dtype.name
+    if dtype is None:
+        if own not in _DTYPES:
+            raise ValueError("rows are %s: pass float32, float16 or bfloat16 rows, or give "
+                             "dtype= to convert them" % own)
+        dtype = own
+    dtype = _dtype_name(dtype)
+    if dtype == "bfloat16":
+        if own in ("uint16", "bfloat16"):
+            data = np.ascontiguousarray(rows).view(np.uint16).astype("<u2", copy=False)
+        elif np.issubdtype(rows.dtype, np.floating):
+            data = _float_to_bfloat16_bits(rows.astype(np.float32)).astype("<u2", copy=False)
+        else:
+            raise ValueError("rows are %s: bfloat16 rows are floats, or their bits as uint16"
+                             % own)
+    else:
+        if not np.issubdtype(rows.dtype, np.floating) and own != "bfloat16":
+            raise ValueError("rows are %s, not floats" % own)
+        if own == "bfloat16":
+            rows = rows.astype(np.float32)
+        data = np.ascontiguousarray(rows, dtype=_DTYPES[dtype][1])
+    return admin_pb.UpdateRowsRequest(table=table, ids=ids.astype(np.int64).tolist(),
+                                      rows=data.tobytes(), dtype=_DTYPES[dtype][0],
+                                      sequence=int(sequence))
+
+
+def _ack(response):
+    return UpdateAck(response.table, response.sequence, response.rows)
+
+
+class RowWriter:
+    """One UpdateRows stream (EmbeddingAdminClient.open_writer). Messages are applied in the
+    order sent, each answered by one ack, in order; the first the server refuses ends the stream
+    with its status (as grpc.RpcError), the ones before it staying applied. Not thread-safe.
+
+    send() does not wait for the ack; it waits only while `max_unacked` messages are
+    unacknowledged on the wire (it then reads the oldest ack, kept for next_ack()).
+    As a context manager: finish() on a clean exit, cancel() on an exception.
+    """
+
+    _END = object()
+
+    def __init__(self, stub, timeout, max_unacked):
+        if max_unacked < 1:
+            raise ValueError("max_unacked must be at least 1, not %r" % (max_unacked,))
+        self._max_unacked = max_unacked
+        self._requests = queue.Queue()
+        self._in_flight = collections.deque()  # sequences sent, not yet acked on the wire
+        self._acks = collections.deque()       # read, not yet returned by next_ack
+        self._finished = False
+        self._call = stub.UpdateRows(iter(self._requests.get, self._END), timeout=timeout)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        if exc_type is None:
+            self.finish()
+        else:
+            self.cancel()
+
+    def _raise_if_ended(self):
+        if self._call.done() and self._call.code() != grpc.StatusCode.OK:
+            self._requests.put(self._END)  # lets gRPC's thread that reads the queue end
+            raise self._call  # the stream's grpc.RpcError
+
+    def _read(self):
+        """Reads one ack into self._acks; raises the stream's RpcError if it ended."""
+        try:
+            response = next(self._call)
+        except StopIteration:
+            raise RuntimeError("the server ended the stream with %d messages unacknowledged"
+                               % len(self._in_flight)) from None
+        if not self._in_flight or response.sequence != self._in_flight[0]:
+            self._call.cancel()
+            raise RuntimeError("the server acknowledged sequence %d; expected %s"
+                               % (response.sequence,
+                                  self._in_flight[0] if self._in_flight else "none"))
+        self._in_flight.popleft()
+        self._acks.append(_ack(response))
+
+    def send(self, ids, rows, sequence, table="", dtype=None):
+        """Queues one update (update_request's arguments). Raises the stream's grpc.RpcError if
+        it has ended (an earlier message was refused, the deadline passed), ValueError for bad
+        arguments (nothing sent), RuntimeError after finish()."""
+        self._send(update_request(ids, rows, sequence, table, dtype))
+
+    def _send(self, request):
+        if self._finished:
+            raise RuntimeError("send after finish")
+        self._raise_if_ended()
+        while len(self._in_flight) >= self._max_unacked:
+            self._read()
+        self._in_flight.append(request.sequence)
+        self._requests.put(request)
+
+    def next_ack(self):
+        """The UpdateAck of the oldest message whose ack was not returned yet, waiting for it.
+        Raises the stream's grpc.RpcError if it ended before that message was applied, and
+        RuntimeError if every message sent has been acknowledged."""
+        if not self._acks:
+            if not self._in_flight:
+                raise RuntimeError("every message sent has been acknowledged")
+            self._read()
+        return self._acks.popleft()
+
+    def write(self, ids, rows, sequence, table="", dtype=None):
+        """send(), then its ack; only with no ack outstanding (RuntimeError otherwise)."""
+        return self._write(update_request(ids, rows, sequence, table, dtype))
+
+    def _write(self, request):
+        if self._acks or self._in_flight:
+            raise RuntimeError("write with %d acks outstanding; read them with next_ack first"
+                               % (len(self._acks) + len(self._in_flight)))
+        self._send(request)
+        return self.next_ack()
+
+    def finish(self):
+        """Ends the stream and waits for the acks of every message sent; returns those that
+        next_ack() has not returned, in order. Raises the stream's grpc.RpcError if it ended
+        with an error (the acks that came before it are still returned by next_ack())."""
+        if not self._finished:
+            self._finished = True
+            self._requests.put(self._END)
+        while self._in_flight:
+            self._read()
+        try:
+            response = next(self._call)  # the end of the stream, or its RpcError
+        except StopIteration:
+            pass
+        else:
+            raise RuntimeError("the server acknowledged sequence %d with no message in flight"
+                               % response.sequence)
+        acks, self._acks = list(self._acks), collections.deque()
+        return acks
+
+    def cancel(self):
+        """Cancels the stream: messages not yet acknowledged may or may not be applied."""
+        self._finished = True
+        self._requests.put(self._END)
+        self._call.cancel()
+
+
+class EmbeddingAdminClient:
+    """A client of embedding.v1.EmbeddingAdminService, on the server's admin listener (its
+    --admin_address). TLS arguments as EmbeddingClient's: the admin listener wants mutual TLS
+    with a client certificate on its allow-list, unless the server runs it in plaintext on a
+    loopback address (--admin_insecure). Thread-safe; a RowWriter is not."""
+
+    def __init__(self, target, timeout=30.0, tls=None, tls_ca=None, tls_cert=None, tls_key=None,
+                 tls_server_name=None):
+        """timeout: the default deadline of each call (for a stream: of the whole stream)."""
+        self._channel = _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name)
+        self._stub = admin_pb_grpc.EmbeddingAdminServiceStub(self._channel)
+        self._timeout = timeout
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._channel.close()
+
+    def update_rows(self, ids, rows, sequence, table="", dtype=None, timeout=None):
+        """Overwrites rows `ids` of `table` ("" the server's default) with `rows` (a 2-D numpy
+        array, one row per id; see update_request for dtype) as update `sequence`, which must be
+        greater than the table's last applied one (list_tables()' sequence). Returns its
+        UpdateAck once the rows are visible to lookups. Errors are grpc.RpcError: NOT_FOUND
+        (table), INVALID_ARGUMENT, OUT_OF_RANGE (an id), FAILED_PRECONDITION (the sequence),
+        PERMISSION_DENIED (a client not on the allow-list), ...; ValueError for bad arguments."""
+        request = update_request(ids, rows, sequence, table, dtype)
+        with self.open_writer(timeout=timeout) as writer:
+            return writer._write(request)
+
+    def open_writer(self, timeout=None, max_unacked=256):
+        """A RowWriter on a new UpdateRows stream, whose deadline is `timeout` from now."""
+        return RowWriter(self._stub, timeout or self._timeout, max_unacked)
+
+    def update_stream(self, messages, timeout=None):
+        """Sends `messages` on one stream, as the iterable yields them, and yields each one's
+        UpdateAck as it arrives, in order. Each message is a dict of update_request's arguments
+        (ids, rows, sequence, and optionally table and dtype) or an UpdateRowsRequest. A refused
+        message ends the stream: the generator raises its grpc.RpcError after the acks of the
+        messages before it."""
+        sent = collections.deque()
+        error = []
+
+        def requests():
+            # An exception here would reach gRPC's thread, not the caller: keep it, end the
+            # stream (the messages before it are applied and acknowledged) and raise it below.
+            try:
+                for m in messages:
+                    request = (m if isinstance(m, admin_pb.UpdateRowsRequest)
+                               else update_request(**m))
+                    sent.append(request.sequence)
+                    yield request
+            except Exception as e:  # noqa: BLE001 (re-raised in the caller's thread)
+                error.append(e)
+
+        call = self._stub.UpdateRows(requests(), timeout=timeout or self._timeout)
+        try:
+            for response in call:
+                expected = sent.popleft() if sent else None
+                if response.sequence != expected:
+                    raise RuntimeError("the server acknowledged sequence %d; expected %s"
+                                       % (response.sequence, expected))
+                yield _ack(response)
+        finally:
+            call.cancel()  # a no-op once the stream has ended
+        if error:
+            raise error[0]

@@ -1,5 +1,7 @@
 """Generates the Python gRPC stubs of proto/embedding/v1 with protoc and grpc_python_plugin.
 
+Both services' files: embedding_service.proto (lookups) and embedding_admin.proto (row updates).
+
 Used by setup.py when the package is built, and by scripts/gen-python-stubs (stubs to ship to a
 host without protoc, e.g. the GPU host). Needs `protoc` and `grpc_python_plugin` on PATH
 (Debian: protobuf-compiler, protobuf-compiler-grpc).
@@ -13,7 +15,8 @@ import shutil
 import subprocess
 import sys
 
-PROTO = "embedding/v1/embedding_service.proto"
+# The API's files; embedding_admin.proto imports embedding_service.proto.
+PROTOS = ("embedding/v1/embedding_service.proto", "embedding/v1/embedding_admin.proto")
 # The repository's proto/ folder, seen from client/python/.
 DEFAULT_PROTO_ROOT = os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto"))
@@ -25,12 +28,14 @@ def proto_root():
 
 
 def generate(root, out_dir):
-    """Writes embedding/__init__.py, embedding/v1/__init__.py and the two stub modules of
-    `root`/embedding/v1/embedding_service.proto under `out_dir`; returns their paths.
+    """Writes embedding/__init__.py, embedding/v1/__init__.py and the two stub modules of each
+    of PROTOS (under `root`) into `out_dir`; returns their paths.
     Raises RuntimeError naming what is missing or what protoc said."""
-    source = os.path.join(root, PROTO)
-    if not os.path.isfile(source):
-        raise RuntimeError("no %s (set EMB_PROTO_ROOT to the repository's proto/ folder)" % source)
+    sources = [os.path.join(root, proto) for proto in PROTOS]
+    for source in sources:
+        if not os.path.isfile(source):
+            raise RuntimeError("no %s (set EMB_PROTO_ROOT to the repository's proto/ folder)"
+                               % source)
     protoc = shutil.which("protoc")
     plugin = shutil.which("grpc_python_plugin")
     if protoc is None or plugin is None:
@@ -39,7 +44,7 @@ def generate(root, out_dir):
     os.makedirs(out_dir, exist_ok=True)
     result = subprocess.run(
         [protoc, "-I" + root, "--python_out=" + out_dir, "--grpc_out=" + out_dir,
-         "--plugin=protoc-gen-grpc=" + plugin, source],
+         "--plugin=protoc-gen-grpc=" + plugin] + sources,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     if result.returncode != 0:
         raise RuntimeError("protoc failed: " + result.stdout)
@@ -48,8 +53,10 @@ def generate(root, out_dir):
         init = os.path.join(out_dir, package, "__init__.py")
         open(init, "a").close()
         written.append(init)
-    for module in ("embedding_service_pb2.py", "embedding_service_pb2_grpc.py"):
-        written.append(os.path.join(out_dir, "embedding", "v1", module))
+    for proto in PROTOS:
+        name = os.path.splitext(os.path.basename(proto))[0]
+        for module in (name + "_pb2.py", name + "_pb2_grpc.py"):
+            written.append(os.path.join(out_dir, "embedding", "v1", module))
     return written
 
 
