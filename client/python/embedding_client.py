@@ -252,6 +252,15 @@ class RowWriter:
         else:
             self.cancel()
 
+    def __del__(self):
+        # A writer dropped without finish() or cancel(): end its stream rather than leave it
+        # open until its deadline, with gRPC's thread waiting on the queue.
+        try:
+            if not self._finished:
+                self.cancel()
+        except Exception:  # noqa: BLE001 (interpreter shutdown)
+            pass
+
     def _raise_if_ended(self):
         if self._call.done() and self._call.code() != grpc.StatusCode.OK:
             self._requests.put(self._END)  # lets gRPC's thread that reads the queue end

@@ -265,6 +265,16 @@ class AdminClientTest(unittest.TestCase):
                 admin.update_rows([1], np.ones((1, DIM), np.float32), sequence=1, timeout=0.3)
             self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
 
+    def test_a_dropped_writer_cancels_its_stream(self):
+        fake = FakeAdmin("never_ack")
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            w = admin.open_writer(timeout=60)
+            w.send([1], np.ones((1, DIM), np.float32), sequence=1)
+            call = w._call
+            del w
+            # The stream ends now, cancelled, not at its deadline a minute later.
+            self.assertEqual(call.code(), grpc.StatusCode.CANCELLED)
+
     def test_list_tables_reports_sequence_and_updated_rows(self):
         with Server(lookup=FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
             [t] = c.list_tables()
