@@ -87,6 +87,10 @@ ABSL_FLAG(double, deadline_admission_fraction, 0.5,
           "after this fraction of the time left before its deadline: the answers its connection "
           "already waits for, at the rate that connection's answers have been draining. Under "
           "overload this keeps answers in time instead of sending every one late. 0: off.");
+ABSL_FLAG(int64_t, deadline_admission_socket_bytes, 0,
+          "Admission by deadline: bytes assumed to wait in the socket buffers of a connection "
+          "whose answers queue (past gRPC, where the server cannot see them), added to the bytes "
+          "ahead of a call when it is judged.");
 ABSL_FLAG(double, max_call_seconds, 60,
           "The longest a LookUp may stay in the server when its client sets no deadline or a "
           "later one: its deadline for admission and in the queue.");
@@ -265,6 +269,10 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.limits.max_unsent_answer_bytes_per_connection =
       absl::GetFlag(FLAGS_max_unsent_answer_bytes_per_connection);
   c.limits.deadline_admission_fraction = absl::GetFlag(FLAGS_deadline_admission_fraction);
+  c.limits.deadline_admission_socket_bytes = absl::GetFlag(FLAGS_deadline_admission_socket_bytes);
+  if (c.limits.deadline_admission_socket_bytes < 0) {
+    return absl::InvalidArgumentError("--deadline_admission_socket_bytes must not be negative");
+  }
   if (!(c.limits.deadline_admission_fraction >= 0 && c.limits.deadline_admission_fraction <= 1)) {
     return absl::InvalidArgumentError(
         "--deadline_admission_fraction must be in [0, 1] (0: no admission by deadline)");

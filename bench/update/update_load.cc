@@ -130,9 +130,8 @@ int Run() {
     }
     {
       absl::MutexLock lock(&mu);
-      auto room = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
-        return broken || sent.size() < window;
-      };
+      auto room = [&]()
+                      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return broken || sent.size() < window; };
       mu.Await(absl::Condition(&room));
       if (broken) {
         break;

@@ -56,7 +56,9 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
                           ? std::clamp(options.inline_batches, 0, store->max_inflight_batches())
                           : 0),
       finishers_(options.answer_threads),
-      worker_([this] { Run(); }) {}
+      worker_([this] { Run(); }) {
+  last_sequence_.store(options.initial_sequence, std::memory_order_relaxed);
+}
 
 Batcher::~Batcher() { Shutdown(); }
 
@@ -77,7 +79,7 @@ absl::Status Batcher::Submit(Request request) {
           absl::StrCat("table '", store_->info().name, "' queue is full: ", queued_ids_,
                        " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
     }
-    if (!queue_.empty() || inflight_ >= inline_batches_ || updating_ || !updates_.empty()) {
+    if (!queue_.empty() || inflight_ >= inline_batches_ || updating_ || UpdatesDue()) {
       queued_ids_ += n;
       metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
       queue_.push_back(Entry{std::move(request), clock_->Now()});
@@ -158,16 +160,22 @@ void Batcher::Run() {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return b->stopping_ || !b->queue_.empty() || !b->updates_.empty();
+            return b->stopping_ || !b->queue_.empty() || b->UpdatesDue();
           },
           this));
-      if (!updates_.empty()) {
+      if (UpdatesDue()) {
         // A batch boundary: no batch starts from here on, and the ones in flight finish first.
         updating_ = true;
         mu_.Await(absl::Condition(
             +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->inflight_ == 0; }, this));
         updates.swap(updates_);
       } else if (queue_.empty()) {
+        if (!updates_.empty()) {
+          // Stopping with updates held by WithUpdatesPaused: they run once it returns.
+          mu_.Await(absl::Condition(
+              +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->paused_ == 0; }, this));
+          continue;
+        }
         return;  // stopping, and nothing left to run
       } else {
         if (options_.max_queue_delay > absl::ZeroDuration()) {
@@ -177,12 +185,12 @@ void Batcher::Run() {
           const absl::Duration wait = flush_at - clock_->Now();
           mu_.AwaitWithTimeout(absl::Condition(
                                    +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return b->stopping_ || !b->updates_.empty() ||
+                                     return b->stopping_ || b->UpdatesDue() ||
                                             b->queued_ids_ >= b->options_.max_batch_ids;
                                    },
                                    this),
                                wait);
-          if (!updates_.empty()) {
+          if (UpdatesDue()) {
             continue;
           }
         }
@@ -199,6 +207,19 @@ void Batcher::Run() {
     }
     Dispatch(std::move(entries));
   }
+}
+
+absl::Status Batcher::WithUpdatesPaused(absl::FunctionRef<absl::Status(int64_t sequence)> fn) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++paused_;
+    mu_.Await(absl::Condition(
+        +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !b->updating_; }, this));
+  }
+  absl::Status s = fn(last_sequence_.load(std::memory_order_acquire));
+  absl::MutexLock lock(&mu_);
+  --paused_;
+  return s;
 }
 
 void Batcher::ApplyUpdates(std::deque<Update>& updates) {

@@ -34,6 +34,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -65,6 +66,8 @@ struct BatcherOptions {
   // GPU, pinned memory the device writes into directly); must outlive the batcher. nullptr: the
   // batcher's own pool of ordinary memory.
   AnswerBufferPool* answer_pool = nullptr;
+  // The table's last applied update sequence as loaded (a saved version's), where updates resume.
+  int64_t initial_sequence = 0;
 };
 
 class Batcher {
@@ -114,7 +117,13 @@ class Batcher {
   // worker thread; UNAVAILABLE after Shutdown() (then `done` is not called).
   absl::Status SubmitUpdate(Update update);
 
-  // The sequence of the last update applied (0 before any) and the rows updates have written.
+  // Runs `fn` with no update being applied and none applied until it returns (they wait in the
+  // queue; lookups go on), passing the last applied sequence: the table then stays as it is at
+  // that sequence, for a consistent copy (SaveTable). Returns fn's status.
+  absl::Status WithUpdatesPaused(absl::FunctionRef<absl::Status(int64_t sequence)> fn);
+
+  // The sequence of the last update applied (initial_sequence before any) and the rows updates
+  // have written.
   int64_t last_sequence() const { return last_sequence_.load(std::memory_order_acquire); }
   int64_t updated_rows() const { return updated_rows_.load(std::memory_order_relaxed); }
 
@@ -132,6 +141,10 @@ class Batcher {
   struct Batch;
 
   void Run();
+  // Whether queued updates are to be applied now (some are queued, and none is paused).
+  bool UpdatesDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !updates_.empty() && paused_ == 0;
+  }
   // Applies `updates` in order and answers each (worker thread; no batch in flight).
   void ApplyUpdates(std::deque<Update>& updates);
   // Removes the next batch's entries from the queue; empty when the queue is empty.
@@ -165,6 +178,8 @@ class Batcher {
   std::deque<Update> updates_ ABSL_GUARDED_BY(mu_);
   // Set while the worker waits for the batches in flight and applies updates: no batch starts.
   bool updating_ ABSL_GUARDED_BY(mu_) = false;
+  // WithUpdatesPaused calls running: while above 0, queued updates wait.
+  int paused_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> last_sequence_{0};  // written by the worker only
   std::atomic<int64_t> updated_rows_{0};
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.

@@ -161,6 +161,16 @@ Metrics::Metrics()
                           .Help("Time from an UpdateRows message's arrival at the server to its "
                                 "rows being visible to lookups.")
                           .Register(*registry_)),
+      table_version_(BuildGauge()
+                         .Name("embedding_table_version")
+                         .Help("The version served, for a table loaded from a version directory "
+                               "(DIR/N/); 0 otherwise.")
+                         .Register(*registry_)),
+      table_saves_(BuildCounter()
+                       .Name("embedding_table_saves_total")
+                       .Help("SaveTable calls that wrote a version (result=\"ok\") or failed "
+                             "(result=\"failed\").")
+                       .Register(*registry_)),
       unsent_answer_bytes_(BuildGauge()
                                .Name("embedding_unsent_answer_bytes")
                                .Help("Bytes of answer memory held for LookUps from admission "
@@ -214,6 +224,9 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .update_sequence = &update_sequence_.Add({{"table", table}}),
       .last_update_time = &last_update_time_.Add({{"table", table}}),
       .update_seconds = &update_seconds_.Add({{"table", table}}, s),
+      .version = &table_version_.Add({{"table", table}}),
+      .saves_ok = &table_saves_.Add({{"table", table}, {"result", "ok"}}),
+      .saves_failed = &table_saves_.Add({{"table", table}, {"result", "failed"}}),
   };
 }
 

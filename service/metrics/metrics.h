@@ -44,6 +44,10 @@ struct TableMetrics {
   prometheus::Gauge* update_sequence;     // the last applied sequence
   prometheus::Gauge* last_update_time;    // Unix seconds of the last applied update
   prometheus::Histogram* update_seconds;  // an update's receipt until its rows are visible
+  // Versions: the version served (0: not from a version directory), saves by result.
+  prometheus::Gauge* version;
+  prometheus::Counter* saves_ok;
+  prometheus::Counter* saves_failed;
 };
 
 class Metrics {
@@ -107,6 +111,8 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& update_sequence_;
   prometheus::Family<prometheus::Gauge>& last_update_time_;
   prometheus::Family<prometheus::Histogram>& update_seconds_;
+  prometheus::Family<prometheus::Gauge>& table_version_;
+  prometheus::Family<prometheus::Counter>& table_saves_;
   prometheus::Gauge& unsent_answer_bytes_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;

@@ -4,12 +4,17 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "service/common/log.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/request_validation.h"
+#include "service/tables/table_versions.h"
 
 namespace emb::service {
 
+using embedding::v1::SaveTableRequest;
+using embedding::v1::SaveTableResponse;
 using embedding::v1::UpdateRowsRequest;
 using embedding::v1::UpdateRowsResponse;
 
@@ -156,6 +161,7 @@ AdminServiceImpl::AdminServiceImpl(AdminOptions options, Clock* clock)
       clock_(clock) {}
 
 AdminServiceImpl::~AdminServiceImpl() {
+  Shutdown();
   absl::MutexLock lock(&mu_);
   // gRPC calls OnDone for every call before the server it belongs to is destroyed.
   mu_.Await(absl::Condition(
@@ -167,10 +173,17 @@ void AdminServiceImpl::SetTables(std::vector<ServedTable>* tables) {
 }
 
 void AdminServiceImpl::Shutdown() {
-  absl::MutexLock lock(&mu_);
-  shutting_down_ = true;
-  for (UpdateRowsCall* call : calls_) {
-    call->Close();  // under mu_: the call's OnDone waits in Forget, so `call` stays alive
+  std::vector<std::thread> saves;
+  {
+    absl::MutexLock lock(&mu_);
+    shutting_down_ = true;
+    for (UpdateRowsCall* call : calls_) {
+      call->Close();  // under mu_: the call's OnDone waits in Forget, so `call` stays alive
+    }
+    saves.swap(saves_);
+  }
+  for (std::thread& t : saves) {
+    t.join();  // a save in progress finishes (and answers) before the admin port closes
   }
 }
 
@@ -228,6 +241,80 @@ grpc::ServerBidiReactor<UpdateRowsRequest, UpdateRowsResponse>* AdminServiceImpl
   }
   call->Start(refusal);
   return call;
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContext* ctx,
+                                                      const SaveTableRequest* request,
+                                                      SaveTableResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto refuse = [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  };
+  if (absl::Status s = CheckCaller(*ctx); !s.ok()) {
+    return refuse(s);
+  }
+  absl::StatusOr<ServedTable*> table =
+      FindServedTable(tables_.load(std::memory_order_acquire), request->table());
+  if (!table.ok()) {
+    return refuse(table.status());
+  }
+  ServedTable& t = **table;
+  const std::string& name = t.store->info().name;
+  if (t.versions == nullptr) {
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        "table '", EchoText(name),
+        "' was not loaded from a version directory, so it has none to save into: serve it as "
+        "--table=NAME=DIR with the file in DIR/1/")));
+  }
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    return refuse(absl::UnavailableError("the server is shutting down"));
+  }
+  if (t.versions->saving.exchange(true)) {
+    return refuse(absl::AbortedError(absl::StrCat("a save of table '", EchoText(name),
+                                                  "' is already running; retry when it ends")));
+  }
+  saves_.emplace_back([this, &t, reactor, response] {
+    const absl::Status s = Save(t, response);
+    t.versions->saving.store(false);
+    reactor->Finish(ToGrpcStatus(s));
+  });
+  return reactor;
+}
+
+absl::Status AdminServiceImpl::Save(ServedTable& table, SaveTableResponse* response) {
+  const TableInfo& info = table.store->info();
+  const absl::Time start = clock_->Now();
+  absl::StatusOr<VersionFile> file;
+  int64_t saved_sequence = 0;
+  absl::Status s = table.batcher->WithUpdatesPaused([&](int64_t sequence) {
+    saved_sequence = sequence;
+    LogInfo("saving table '", info.name, "' (sequence ", sequence, ", ", info.bytes(),
+            " bytes) as the next version in ", table.versions->dir, "; its updates wait");
+    file = WriteVersion(table.versions->dir, table.versions->tensor, info.rows, info.dim,
+                        info.dtype, sequence, [&](size_t offset, absl::Span<std::byte> out) {
+                          return table.store->ReadRows(offset, out);
+                        });
+    return file.status();
+  });
+  if (!s.ok()) {
+    table.metrics.saves_failed->Increment();
+    LogError("saving table '", info.name, "' failed: ", s.message());
+    return s;
+  }
+  table.versions->version.store(file->version, std::memory_order_release);
+  table.metrics.version->Set(static_cast<double>(file->version));
+  table.metrics.saves_ok->Increment();
+  LogInfo(absl::StrFormat("table '%s' saved as version %d (sequence %d): %s, %d bytes, %.3f s",
+                          info.name, file->version, saved_sequence, file->path, file->bytes,
+                          SecondsSince(clock_, start)));
+  response->set_table(info.name);
+  response->set_version(file->version);
+  response->set_sequence(saved_sequence);
+  response->set_path(file->path);
+  response->set_bytes(static_cast<int64_t>(file->bytes));
+  return absl::OkStatus();
 }
 
 }  // namespace emb::service

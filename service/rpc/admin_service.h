@@ -7,7 +7,8 @@
 // message of a stream is applied at a time, in order; the first that fails ends the stream with
 // its status, after the answers of those before it. Callers are checked on every stream: where
 // the admin port runs mutual TLS, the client certificate's identity (its SANs, else its CN)
-// must be on the allow-list, else PERMISSION_DENIED.
+// must be on the allow-list, else PERMISSION_DENIED. SaveTable writes a table loaded from a
+// version directory as its next version (service/tables/table_versions.h).
 // Thread-safe.
 #ifndef EMB_SERVICE_RPC_ADMIN_SERVICE_H_
 #define EMB_SERVICE_RPC_ADMIN_SERVICE_H_
@@ -15,6 +16,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -55,12 +57,19 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
 
   grpc::ServerBidiReactor<embedding::v1::UpdateRowsRequest, embedding::v1::UpdateRowsResponse>*
   UpdateRows(grpc::CallbackServerContext* ctx) override;
+  // Writes the table's next version on a thread of its own (a save takes as long as the table's
+  // bytes take to reach the disk), with the table's updates paused; answers when it is renamed.
+  grpc::ServerUnaryReactor* SaveTable(grpc::CallbackServerContext* ctx,
+                                      const embedding::v1::SaveTableRequest* request,
+                                      embedding::v1::SaveTableResponse* response) override;
 
  private:
   friend class UpdateRowsCall;
   // OK when the caller may write, else PERMISSION_DENIED saying why.
   absl::Status CheckCaller(const grpc::CallbackServerContext& ctx) const;
   void Forget(UpdateRowsCall* call);
+  // SaveTable's work, on its thread.
+  absl::Status Save(ServedTable& table, embedding::v1::SaveTableResponse* response);
 
   const AdminOptions options_;
   const absl::flat_hash_set<std::string> allowed_;
@@ -69,6 +78,7 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<UpdateRowsCall*> calls_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> saves_ ABSL_GUARDED_BY(mu_);  // joined by Shutdown
 };
 
 }  // namespace emb::service

@@ -109,7 +109,8 @@ EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metric
           UnsentAnswers::Bounds{
               .total = static_cast<size_t>(limits.max_unsent_answer_bytes),
               .per_connection = static_cast<size_t>(limits.max_unsent_answer_bytes_per_connection),
-              .deadline_fraction = limits.deadline_admission_fraction},
+              .deadline_fraction = limits.deadline_admission_fraction,
+              .socket_bytes = static_cast<size_t>(limits.deadline_admission_socket_bytes)},
           &metrics->unsent_answer_bytes(), clock) {}
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
@@ -297,6 +298,9 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_is_default(i == 0);
     info->set_sequence((*tables)[i].batcher->last_sequence());
     info->set_updated_rows((*tables)[i].batcher->updated_rows());
+    if ((*tables)[i].versions != nullptr) {
+      info->set_version((*tables)[i].versions->version.load(std::memory_order_acquire));
+    }
   }
   return FinishNow(ctx, absl::OkStatus());
 }

@@ -44,9 +44,21 @@ struct ServiceLimits {
   // be sent after this fraction of the time left before its deadline is refused
   // RESOURCE_EXHAUSTED at once. 0: off.
   double deadline_admission_fraction = 0.5;
+  // The bytes admission by deadline assumes wait in a queuing connection's socket buffers
+  // (UnsentAnswers::Bounds::socket_bytes).
+  int64_t deadline_admission_socket_bytes = 0;
   // The longest a LookUp may stay in the server when its client set no deadline (or a later
   // one): its deadline for admission and for the queue.
   absl::Duration max_call_time = absl::Seconds(60);
+};
+
+// Where a table loaded from a version directory (DIR/N/) saves its next version.
+struct TableVersions {
+  std::string dir;
+  std::string
+      tensor;  // the tensor name of its .safetensors files (--table=NAME=DIR#TENSOR, else NAME)
+  std::atomic<int64_t> version{0};  // the version served (last loaded or saved)
+  std::atomic<bool> saving{false};  // a SaveTable of the table is running
 };
 
 // One served table: its store, batcher and metrics. The service holds them in flag order, default
@@ -55,6 +67,7 @@ struct ServedTable {
   std::unique_ptr<EmbeddingStore> store;
   std::unique_ptr<Batcher> batcher;
   TableMetrics metrics;
+  std::unique_ptr<TableVersions> versions;  // nullptr: loaded from a file or the demo table
 };
 
 // The table `name` names in `tables` (empty: the default, the first); UNAVAILABLE while `tables`

@@ -168,7 +168,7 @@ absl::StatusOr<UnsentAnswers::Claim> UnsentAnswers::Take(absl::string_view conne
     const double rate = it->second.bytes_per_second > 0 ? it->second.bytes_per_second : s.last_rate;
     if (rate > 0) {
       const absl::Duration sent_in =
-          absl::Seconds(static_cast<double>(connection_held + bytes) / rate);
+          absl::Seconds(static_cast<double>(connection_held + bounds_.socket_bytes + bytes) / rate);
       const absl::Duration left = deadline - now;
       if (sent_in > left * bounds_.deadline_fraction) {
         *refused_by = Bound::kDeadline;

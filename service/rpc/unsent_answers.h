@@ -56,6 +56,10 @@ class UnsentAnswers {
     // Refuse a claim whose answer is predicted to be sent after this fraction of the time left
     // before its deadline; 0: no admission by deadline.
     double deadline_fraction = 0.5;
+    // Bytes taken to wait past gRPC, in the kernel's socket buffers of a connection whose answers
+    // queue (its client reads slower than the server sends), added to the bytes ahead when a
+    // claim is judged: gRPC cannot see them. 0: none assumed.
+    size_t socket_bytes = 0;
   };
 
   // Which bound refused a claim (Take()'s `refused_by`).

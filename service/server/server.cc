@@ -22,6 +22,7 @@
 #include "service/server/listen_address.h"
 #include "service/server/server_credentials.h"
 #include "service/store/store_factory.h"
+#include "service/tables/table_versions.h"
 
 namespace emb::service {
 namespace {
@@ -124,6 +125,17 @@ absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const Serv
       if (s->name() == spec.name) {
         return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "' given twice"));
       }
+    }
+    if (IsDirectory(spec.path)) {
+      // A version directory: the newest version that opens; each newer one refused is logged.
+      std::vector<std::string> skipped;
+      absl::StatusOr<std::unique_ptr<TableSource>> source = OpenNewestVersion(spec, &skipped);
+      for (const std::string& line : skipped) {
+        LogError(line);
+      }
+      RETURN_IF_ERROR(source.status());
+      sources.push_back(*std::move(source));
+      continue;
     }
     ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source, TableSource::Open(spec));
     sources.push_back(std::move(source));
@@ -297,15 +309,28 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     const double seconds = SecondsSince(options.clock, start);
     const TableInfo& table = store->info();
     LogInfo(absl::StrFormat(
-        "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from %s",
+        "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from "
+        "%s%s",
         source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
         source->bytes(), seconds,
         seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, table.device,
-        source->origin()));
+        source->origin(),
+        source->version() > 0
+            ? absl::StrFormat(" (version %d, sequence %d)", source->version(), source->sequence())
+            : ""));
     TableMetrics tm =
         metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device, table.rows,
                            table.dim, static_cast<int64_t>(table.bytes()));
     ServedTable served;
+    batcher_options.initial_sequence = source->sequence();
+    tm.update_sequence->Set(static_cast<double>(source->sequence()));
+    if (source->version() > 0) {
+      served.versions = std::make_unique<TableVersions>();
+      served.versions->dir = source->versions_dir();
+      served.versions->tensor = source->tensor().empty() ? source->name() : source->tensor();
+      served.versions->version.store(source->version());
+      tm.version->Set(static_cast<double>(source->version()));
+    }
     served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
     served.store = std::move(store);
     served.metrics = tm;

@@ -172,10 +172,12 @@ absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& c
   options.client_certificate_request =
       require ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
               : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
-  return GrpcPortCredentials{grpc::SslServerCredentials(options),
-                             absl::StrCat("mutual TLS (", description, "; client certificates ",
-                                          require ? "required and " : "",
-                                          "verified against the CAs in ", client_ca_path, ")")};
+  return GrpcPortCredentials{
+      grpc::SslServerCredentials(options),
+      absl::StrCat("mutual TLS (", description,
+                   require ? "; clients need a certificate signed by a CA in "
+                           : "; a client certificate, where given, must be signed by a CA in ",
+                   client_ca_path, ")")};
 }
 
 }  // namespace emb::service

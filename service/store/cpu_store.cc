@@ -91,4 +91,13 @@ absl::Status CpuStore::WriteRows(PreparedRows& prepared) {
   return absl::OkStatus();
 }
 
+absl::Status CpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
+  if (offset > info().bytes() || out.size() > info().bytes() - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat("ReadRows past the ", info().bytes(), " bytes of table '", info().name, "'"));
+  }
+  std::memcpy(out.data(), data_->data() + offset, out.size());
+  return absl::OkStatus();
+}
+
 }  // namespace emb::service

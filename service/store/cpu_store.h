@@ -27,6 +27,7 @@ class CpuStore final : public EmbeddingStore {
   absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
   absl::Status WriteRows(PreparedRows& rows) override;
+  absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
 
  private:
   CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,

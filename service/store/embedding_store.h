@@ -123,6 +123,16 @@ class EmbeddingStore {
     return absl::UnimplementedError(
         absl::StrCat("table '", info_.name, "' does not take row updates"));
   }
+  // Copies the table's bytes [offset, offset + out.size()) (rows of the table's type, row-major)
+  // into host memory. Runs beside LookUps (it only reads); the caller keeps updates away for a
+  // consistent copy (Batcher::WithUpdatesPaused). OUT_OF_RANGE past the table; INTERNAL with the
+  // CUDA error's name for a device failure.
+  virtual absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const {
+    (void)offset;
+    (void)out;
+    return absl::UnimplementedError(absl::StrCat("table '", info_.name, "' cannot be read back"));
+  }
+
   // Both steps at once (the caller keeps the barrier); the distinct rows written.
   absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,
                                      absl::Span<const std::byte> rows) {

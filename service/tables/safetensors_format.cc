@@ -3,6 +3,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/common/status_macros.h"
@@ -104,6 +105,15 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
                                      dt, " needs ", need));
   }
   layout.data_offset = 8 + header_len + static_cast<size_t>(begin);
+  if (auto meta = header.fields.find("__metadata__"); meta != header.fields.end()) {
+    auto seq = meta->second.fields.find(kSequenceMetadataKey);
+    if (seq != meta->second.fields.end() &&
+        (seq->second.kind != Json::kString ||
+         !absl::SimpleAtoi(seq->second.str, &layout.sequence) || layout.sequence < 0)) {
+      return Defect(path, absl::StrCat("__metadata__.", kSequenceMetadataKey,
+                                       " is not a non-negative integer in a string"));
+    }
+  }
   return layout;
 }
 

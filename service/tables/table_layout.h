@@ -23,6 +23,9 @@ struct TableLayout {
   int64_t dim = 0;
   DataType dtype = DataType::kFloat32;
   size_t data_offset = 0;
+  // The last update sequence applied to these rows, from a .safetensors file's metadata
+  // ("emb_sequence", written by SaveTable); 0 where the file has none.
+  int64_t sequence = 0;
 };
 
 // The checks TableSource::Open() makes, on a whole file held in memory: `file` is the file's
@@ -54,6 +57,10 @@ absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shap
 
 // The header of a .npy file (version 1 to 3, C order, little-endian f4/f2 or bfloat16 as V2).
 absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t file_size);
+
+// The metadata key of a .safetensors table's last applied update sequence (a decimal string, as
+// safetensors metadata values are strings).
+inline constexpr char kSequenceMetadataKey[] = "emb_sequence";
 
 // The header of a .safetensors file; `tensor` names the tensor (empty: the file's only one).
 absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::string_view tensor,

@@ -68,6 +68,8 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
   source->dim_ = layout.dim;
   source->dtype_ = layout.dtype;
   source->data_offset_ = layout.data_offset;
+  source->sequence_ = layout.sequence;
+  source->tensor_ = spec.tensor;
   return source;
 }
 

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -45,6 +46,18 @@ class TableSource {
   size_t bytes() const { return static_cast<size_t>(rows_) * row_bytes(); }
   // The file (with #tensor) or "demo(seed=N)", for logs.
   const std::string& origin() const { return origin_; }
+  // The last update sequence applied to the rows (a saved version's metadata), else 0.
+  int64_t sequence() const { return sequence_; }
+  // For a table from a version directory: the directory and the version's number; else empty
+  // and 0 (OpenVersions in table_versions.h sets them).
+  const std::string& versions_dir() const { return versions_dir_; }
+  int64_t version() const { return version_; }
+  // The tensor the spec named (a .safetensors file's), or empty.
+  const std::string& tensor() const { return tensor_; }
+  void set_version(std::string dir, int64_t version) {
+    versions_dir_ = std::move(dir);
+    version_ = version;
+  }
 
   // Copies data bytes [offset, offset + dst.size()) into dst. INTERNAL on a read error.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
@@ -69,6 +82,10 @@ class TableSource {
   int fd_ = -1;             // files only
   size_t data_offset_ = 0;  // files only: where the rows start
   uint64_t demo_seed_ = 0;  // demo only
+  int64_t sequence_ = 0;
+  std::string versions_dir_;
+  std::string tensor_;
+  int64_t version_ = 0;
 };
 
 }  // namespace emb::service

@@ -5,10 +5,13 @@
 // listener is off by default; under mutual TLS only identities on the allow-list). On the GPU
 // through scripts/gpu-check (the "gpu." tests).
 #include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
@@ -135,15 +138,15 @@ const char* NpyDescr(DataType t) {
 }
 
 // Writes `t` to a file in `dir` and returns its --table flag.
-std::string TableFlag(const testing::TempDir& dir, const ReferenceTable& t) {
+std::string TableFlag(const std::string& dir, const ReferenceTable& t) {
   if (t.type == DataType::kBFloat16) {
-    const std::string path = dir.File(t.name + ".safetensors");
+    const std::string path = absl::StrCat(dir, "/", t.name, ".safetensors");
     EXPECT_TRUE(testing::WriteFile(
                     path, testing::SafetensorsFile({{"w", "BF16", {t.rows, t.dim}, t.bytes}}))
                     .ok());
     return absl::StrCat("--table=", t.name, "=", path, "#w");
   }
-  const std::string path = dir.File(t.name + ".npy");
+  const std::string path = absl::StrCat(dir, "/", t.name, ".npy");
   EXPECT_TRUE(
       testing::WriteFile(path, testing::NpyFile(NpyDescr(t.type), {t.rows, t.dim}, t.bytes)).ok());
   return absl::StrCat("--table=", t.name, "=", path);
@@ -178,7 +181,7 @@ class UpdateRowsTest : public ::testing::Test {
     std::vector<std::string> args = {"--admin_address=127.0.0.1:0", "--admin_insecure",
                                      "--drain_seconds=0", "--admin_max_message_bytes=1048576"};
     for (const ReferenceTable& t : tables_) {
-      args.push_back(TableFlag(dir_, t));
+      args.push_back(TableFlag(dir_.path(), t));
     }
     auto server = ServerProcess::Start(args);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -580,6 +583,276 @@ TEST_F(AdminTlsTest, EveryCallerOffTheAllowListIsRefusedAndAppliesNothing) {
 TEST_F(AdminTlsTest, StartUpLogSaysWhoMayWrite) {
   EXPECT_THAT(server_->log(), HasSubstr("mutual TLS (certificate /CN=localhost"));
   EXPECT_THAT(server_->log(), HasSubstr("writers: spiffe://emb.test/writer, someone.else"));
+}
+
+// --- Versions: SaveTable, and a version directory at start-up ----------------------------------
+
+// SaveTable through the generated stub.
+absl::StatusOr<embedding::v1::SaveTableResponse> Save(const std::shared_ptr<grpc::Channel>& admin,
+                                                      const std::string& table) {
+  auto stub = EmbeddingAdminService::NewStub(admin);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  embedding::v1::SaveTableRequest request;
+  request.set_table(table);
+  embedding::v1::SaveTableResponse response;
+  const grpc::Status s = stub->SaveTable(&ctx, request, &response);
+  if (!s.ok()) {
+    return client::FromGrpcStatus(s);
+  }
+  return response;
+}
+
+// A message rewriting every row of a rows x dim table with `value` (float32).
+UpdateRowsRequest Uniform(const std::string& table, int64_t rows, int64_t dim, float value,
+                          int64_t sequence) {
+  std::vector<int64_t> ids(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) {
+    ids[static_cast<size_t>(i)] = i;
+  }
+  std::vector<float> data(static_cast<size_t>(rows * dim), value);
+  return Message(table, ids,
+                 std::string(reinterpret_cast<const char*>(data.data()), data.size() * 4),
+                 DataType::kFloat32, sequence);
+}
+
+// Empty when every element of every row of `table` (rows x dim) reads `value` in float32.
+std::string AllRowsAre(client::EmbeddingClient& client, const std::string& table, int64_t rows,
+                       int64_t dim, float value) {
+  constexpr int64_t kChunk = 4096;
+  for (int64_t first = 0; first < rows; first += kChunk) {
+    std::vector<int64_t> ids;
+    for (int64_t i = first; i < std::min(rows, first + kChunk); ++i) {
+      ids.push_back(i);
+    }
+    auto result = client.LookUp(table, ids, {}, DataType::kFloat32, kTimeout);
+    if (!result.ok()) {
+      return result.status().ToString();
+    }
+    const std::vector<float> got = result->ToFloat32();
+    for (size_t e = 0; e < got.size(); ++e) {
+      if (got[e] != value) {
+        return absl::StrCat("row ", first + static_cast<int64_t>(e) / dim, " element ",
+                            static_cast<int64_t>(e) % dim, " is ", got[e], ", want ", value);
+      }
+    }
+  }
+  return "";
+}
+
+class TableVersionsTest : public ::testing::Test {
+ protected:
+  // Writes `table`'s bytes as DIR/<version>/t.npy (float32 or float16) or t.safetensors.
+  void WriteVersion(const ReferenceTable& table, int64_t version) {
+    const std::string dir = dir_.File(std::to_string(version));
+    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << dir;
+    TableFlag(dir, table);
+  }
+
+  std::unique_ptr<ServerProcess> Start(std::vector<std::string> extra = {}) {
+    std::vector<std::string> args = {"--table=t=" + dir_.path(), "--admin_address=127.0.0.1:0",
+                                     "--admin_insecure", "--drain_seconds=0"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto server = ServerProcess::Start(args);
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? std::move(*server) : nullptr;
+  }
+
+  static std::shared_ptr<grpc::Channel> Admin(const ServerProcess& server) {
+    return grpc::CreateChannel(server.admin_target(), grpc::InsecureChannelCredentials());
+  }
+
+  static client::TableInfo Info(const ServerProcess& server) {
+    auto tables = client::EmbeddingClient::Connect(server.target())->ListTables(kTimeout);
+    EXPECT_TRUE(tables.ok()) << tables.status();
+    return tables.ok() ? tables->front() : client::TableInfo{};
+  }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(TableVersionsTest, SaveWritesTheNextVersionWhichARestartServesWithItsSequence) {
+  ReferenceTable table{"t", DataType::kFloat16, 300, 24,
+                       testing::RandomRows(DataType::kFloat16, 300 * 24, 21)};
+  WriteVersion(table, 1);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->log(), HasSubstr("(version 1, sequence 0)"));
+  EXPECT_EQ(Info(*server).version, 1);
+  {
+    Writer writer(Admin(*server));
+    for (int64_t seq = 1; seq <= 3; ++seq) {
+      const UpdateRowsRequest m =
+          Message("t", {seq, 100 + seq, 299}, testing::RandomRows(DataType::kFloat32, 3 * 24, seq),
+                  DataType::kFloat32, seq);
+      ASSERT_TRUE(writer.Write(m).ok());
+      table.Apply(m, DataType::kFloat32);
+    }
+  }
+  auto saved = Save(Admin(*server), "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->table(), "t");
+  EXPECT_EQ(saved->version(), 2);
+  EXPECT_EQ(saved->sequence(), 3);
+  EXPECT_EQ(saved->path(), dir_.File("2/t.safetensors"));
+  EXPECT_GT(saved->bytes(), 300 * 24 * 2);
+  EXPECT_EQ(Info(*server).version, 2);
+  EXPECT_THAT(server->log(), HasSubstr("table 't' saved as version 2 (sequence 3)"));
+  // Nothing is left under a temporary name.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr(".tmp")));
+  }
+  server->Signal(SIGTERM);
+  ASSERT_EQ(server->WaitExit(absl::Seconds(60)), 0);
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_THAT(restarted->log(), HasSubstr("(version 2, sequence 3)"));
+  const client::TableInfo info = Info(*restarted);
+  EXPECT_EQ(info.version, 2);
+  EXPECT_EQ(info.sequence, 3);
+  auto client = client::EmbeddingClient::Connect(restarted->target());
+  std::vector<int64_t> ids(300);
+  for (int64_t i = 0; i < 300; ++i) {
+    ids[static_cast<size_t>(i)] = i;
+  }
+  for (DataType out : kTypes) {
+    auto result = client->LookUp("t", ids, {}, out, kTimeout);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(Differences(result->data, table.Rows(ids, out), out, 24), "");
+  }
+  // The publisher resumes after the saved sequence.
+  Writer writer(Admin(*restarted));
+  const std::string row = testing::RandomRows(DataType::kFloat16, 24, 9);
+  EXPECT_EQ(writer.Write(Message("t", {0}, row, DataType::kFloat16, 3)).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  Writer next(Admin(*restarted));
+  EXPECT_TRUE(next.Write(Message("t", {0}, row, DataType::kFloat16, 4)).ok());
+}
+
+TEST_F(TableVersionsTest, BrokenAndHalfWrittenVersionsAreRefusedAndTheNewestWholeOneServes) {
+  const ReferenceTable table{"t", DataType::kFloat32, 50, 8,
+                             testing::RandomRows(DataType::kFloat32, 50 * 8, 3)};
+  WriteVersion(table, 1);
+  WriteVersion(table, 2);
+  // Version 2's file cut short, as a crash in the middle of a copy would leave it; version 3 an
+  // empty directory; a save's temporary directory; a stray file.
+  ASSERT_EQ(truncate(dir_.File("2/t.npy").c_str(), 500), 0);
+  ASSERT_EQ(mkdir(dir_.File("3").c_str(), 0755), 0);
+  ASSERT_EQ(mkdir(dir_.File(".tmp-4-99").c_str(), 0755), 0);
+  ASSERT_TRUE(testing::WriteFile(dir_.File(".tmp-4-99/t.safetensors"), "{").ok());
+  ASSERT_TRUE(testing::WriteFile(dir_.File("README"), "not a version").ok());
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->log(), HasSubstr("table 't': version 3 refused: "));
+  EXPECT_THAT(server->log(), HasSubstr("holds 0 table files"));
+  EXPECT_THAT(server->log(), HasSubstr("table 't': version 2 refused: "));
+  EXPECT_THAT(server->log(), HasSubstr("(version 1, sequence 0)"));
+  EXPECT_EQ(Info(*server).version, 1);
+  std::vector<int64_t> ids = {0, 49, 7};
+  auto result = client::EmbeddingClient::Connect(server->target())
+                    ->LookUp("t", ids, {}, DataType::kFloat32, kTimeout);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(Differences(result->data, table.Rows(ids, DataType::kFloat32), DataType::kFloat32, 8),
+            "");
+}
+
+TEST_F(TableVersionsTest, ADirectoryWithoutAWholeVersionStopsStartUpNamingWhy) {
+  ASSERT_EQ(mkdir(dir_.File("1").c_str(), 0755), 0);
+  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=t=" + dir_.path()});
+  EXPECT_NE(exit.code, 0);
+  EXPECT_THAT(exit.log, HasSubstr("no version in " + dir_.path() + " can be served"));
+  EXPECT_THAT(exit.log, HasSubstr("version 1 refused"));
+}
+
+// A writer rewrites the whole table with its sequence number while the table is saved: the saved
+// version holds the rows of exactly the sequence it reports.
+TEST_F(TableVersionsTest, ASaveDuringUpdatesHoldsTheRowsOfItsSequence) {
+  constexpr int64_t kRows = 2000;
+  constexpr int64_t kDim = 32;
+  WriteVersion(ReferenceTable{"t", DataType::kFloat32, kRows, kDim,
+                              testing::RandomRows(DataType::kFloat32, kRows * kDim, 4)},
+               1);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  std::atomic<int64_t> answered{0};
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    Writer w(Admin(*server));
+    for (int64_t seq = 1; !stop.load() && seq < 2000; ++seq) {
+      if (!w.Write(Uniform("t", kRows, kDim, static_cast<float>(seq), seq)).ok()) {
+        return;
+      }
+      answered.store(seq);
+    }
+  });
+  while (answered.load() < 5) {
+    std::this_thread::yield();
+  }
+  auto saved = Save(Admin(*server), "t");
+  while (answered.load() < (saved.ok() ? saved->sequence() : 0) + 5) {
+    std::this_thread::yield();  // updates go on after the save
+  }
+  stop.store(true);
+  writer.join();
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_GE(saved->sequence(), 5);
+  server->Signal(SIGTERM);
+  ASSERT_EQ(server->WaitExit(absl::Seconds(60)), 0);
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_EQ(Info(*restarted).sequence, saved->sequence());
+  auto client = client::EmbeddingClient::Connect(restarted->target());
+  EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, static_cast<float>(saved->sequence())), "");
+}
+
+// SIGKILL while a second save writes: the restart serves a whole version (the first save's, or
+// the second's if its rename happened), with that version's rows and sequence, and never the
+// half-written one.
+TEST_F(TableVersionsTest, KilledInTheMiddleOfASaveRestartsFromTheLastWholeVersion) {
+  constexpr int64_t kRows = 262144;  // 64 MiB of float32: the save takes a while
+  constexpr int64_t kDim = 64;
+  WriteVersion(ReferenceTable{"t", DataType::kFloat32, kRows, kDim,
+                              std::string(static_cast<size_t>(kRows * kDim * 4), '\0')},
+               1);
+  auto server = Start({"--admin_max_message_bytes=134217728"});
+  ASSERT_NE(server, nullptr);
+  {
+    Writer w(Admin(*server));
+    ASSERT_TRUE(w.Write(Uniform("t", kRows, kDim, 1.0f, 1)).ok());
+  }
+  auto first = Save(Admin(*server), "t");
+  ASSERT_TRUE(first.ok()) << first.status();
+  ASSERT_EQ(first->version(), 2);
+  {
+    Writer w(Admin(*server));
+    ASSERT_TRUE(w.Write(Uniform("t", kRows, kDim, 2.0f, 2)).ok());
+  }
+  std::thread second([&] { (void)Save(Admin(*server), "t"); });
+  ASSERT_TRUE(server->WaitForLog("saving table 't' (sequence 2", absl::Seconds(60)));
+  server->Signal(SIGKILL);
+  second.join();
+  server->WaitExit(absl::Seconds(30));
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  const client::TableInfo info = Info(*restarted);
+  ASSERT_TRUE(info.version == 2 || info.version == 3) << info.version;
+  EXPECT_EQ(info.sequence, info.version - 1);  // version 2 holds sequence 1, version 3 sequence 2
+  auto client = client::EmbeddingClient::Connect(restarted->target());
+  EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, static_cast<float>(info.sequence)), "");
+}
+
+TEST_F(TableVersionsTest, SaveTableRefusesWhatItCannotSave) {
+  auto server = ServerProcess::Start(
+      {"--demo_table=100x8", "--admin_address=127.0.0.1:0", "--admin_insecure"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto admin = Admin(**server);
+  auto saved = Save(admin, "");
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition) << saved.status();
+  EXPECT_THAT(saved.status().message(), HasSubstr("was not loaded from a version directory"));
+  EXPECT_EQ(Save(admin, "nope").status().code(), absl::StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -261,4 +261,17 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
   return check_(cudaStreamSynchronize(write_stream_.get()), "write updated rows");
 }
 
+absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
+  if (offset > info().bytes() || out.size() > info().bytes() - offset) {
+    return absl::OutOfRangeError(
+        absl::StrCat("ReadRows past the ", info().bytes(), " bytes of table '", info().name, "'"));
+  }
+  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
+  // A synchronous copy on the legacy stream, which the batches' non-blocking streams do not wait
+  // for: lookups go on while a table is read back.
+  return check_(
+      cudaMemcpy(out.data(), d_table_.data() + offset, out.size(), cudaMemcpyDeviceToHost),
+      "copy the table to the host");
+}
+
 }  // namespace emb::service

@@ -61,6 +61,7 @@ class GpuStore final : public EmbeddingStore {
   absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
   absl::Status WriteRows(PreparedRows& rows) override;
+  absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
 
   // Pinned and device memory an update's rows pass through, with the stream that copies them;
   // kept for reuse once an update is written (a few, grown to the largest message).

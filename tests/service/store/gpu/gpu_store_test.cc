@@ -463,16 +463,16 @@ TEST_F(GpuStoreTest, UpdatedRowsMatchTheCpuStoreForEveryTypePairAndRowLength) {
           }
           const std::string data =
               emb::testing::RandomRows(rows_type, static_cast<int64_t>(n) * dim, seed++);
-          const auto bytes = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(data.data()),
-                                                 data.size());
+          const auto bytes =
+              absl::MakeConstSpan(reinterpret_cast<const std::byte*>(data.data()), data.size());
           auto written = (*gpu)->UpdateRows(ids, rows_type, bytes);
           auto want = (*cpu)->UpdateRows(ids, rows_type, bytes);
           ASSERT_THAT(written.status(), IsOk());
           ASSERT_THAT(want.status(), IsOk());
           EXPECT_EQ(*written, *want);
           EXPECT_EQ(CompareAllRows(**gpu, **cpu, rows), "")
-              << DataTypeName(rows_type) << " rows into " << DataTypeName(table_type)
-              << " dim " << dim << ", " << n << " ids";
+              << DataTypeName(rows_type) << " rows into " << DataTypeName(table_type) << " dim "
+              << dim << ", " << n << " ids";
         }
       }
     }
