@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
 # The dashboard against reality: a real Prometheus (Debian's, on loopback) with deploy/prometheus's
-# scrape config and rules scrapes a real server under load from `embedding-client bench`; every
-# panel query returns data (dashboard_queries.py; those of metrics a CPU server lacks, on
-# synthetic series), so do the recording rules and the prometheus-adapter rule, and
+# scrape config and rules scrapes a real server under load from `embedding-client bench`, its
+# tables rewritten meanwhile through the admin listener by update_load (bench/update: UpdateRows
+# streams of a few seconds each, one after another, so that streams end and their codes are
+# counted); every panel query returns data (dashboard_queries.py; those of metrics a CPU server
+# lacks, on synthetic series), so do the recording rules and the prometheus-adapter rule, and
 # render_dashboard.py draws the panels from it. The picture's text chunk must list the
 # dashboard's panels and queries, and so must docs/dashboard.png's (dashboard_png.py): a
 # change of the dashboard fails here until the picture is redrawn.
-#   grafana_live_check.sh SERVER CLIENT
+#   grafana_live_check.sh SERVER CLIENT UPDATE_LOAD
 # With DASHBOARD_PNG=PATH it also lets the load run for LOAD_SECONDS (default 90) and draws that
 # span into PATH, which it checks instead of docs/dashboard.png: how docs/dashboard.png is made.
 source "$(dirname "$0")/../tools/lib.sh"
 source "$(dirname "$0")/lib.sh"
-SERVER=$1 CLIENT=$2
+SERVER=$1 CLIENT=$2 UPDATE_LOAD=${3:-}
+[[ -x $UPDATE_LOAD ]] || fail "no update_load given (bench/update/update_load, built unless" \
+  "EMB_BUILD_BENCH=OFF): the row-update panels need it"
 command -v prometheus >/dev/null || fail "Debian's prometheus is not installed (scripts/install-deps)"
 "$PY" -c 'import matplotlib, yaml' 2>/dev/null ||
   fail "python3-matplotlib or python3-yaml is not installed (scripts/install-deps)"
 
-start_server "$SERVER" --demo_table=20000x32 --drain_seconds=0
+start_server "$SERVER" --demo_table=20000x32 --drain_seconds=0 \
+  --admin_address=127.0.0.1:0 --admin_insecure
+ADMIN_PORT=$(sed -n 's/.*admin service (UpdateRows) on [^ ]*:\([0-9]*\),.*/\1/p' "$SERVER_LOG")
+[[ -n $ADMIN_PORT ]] || { cat "$SERVER_LOG"; fail "no admin port in the server's log"; }
 # deploy/prometheus/prometheus.yml itself, pointed at this server, scraping every second, with the
 # namespace label a PodMonitor would add (prometheus-adapter's rule selects on it).
 PROM_PORT=$("$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
@@ -40,6 +47,22 @@ load_seconds=${DASHBOARD_PNG:+${LOAD_SECONDS:-90}}
 "$CLIENT" --target=127.0.0.1:$GRPC_PORT bench --duration=${load_seconds:-60}s --warmup=0 \
   --concurrency=4 --ids_per_request=64 --id_distribution=zipf >"$WORK/bench.log" 2>&1 &
 PIDS+=($!)
+bench_pid=$!
+# Row updates for as long: 20000 rows/s in messages of 1000 rows, on streams of 5 s each, one
+# after another (a stream's code is counted when it ends). Each update_load starts from the
+# table's last applied sequence, which the previous one left. Stopped with the check (TERM).
+(
+  trap '[[ -n ${child:-} ]] && kill "$child" 2>/dev/null; exit 0' TERM
+  end=$((SECONDS + ${load_seconds:-60}))
+  while ((SECONDS < end)); do
+    "$UPDATE_LOAD" --target=127.0.0.1:$GRPC_PORT --admin_target=127.0.0.1:$ADMIN_PORT \
+      --rows_per_second=20000 --rows_per_message=1000 --duration_s=5 >>"$WORK/update.log" 2>&1 &
+    child=$!
+    wait "$child" || { echo "update_load failed (exit $?)" >>"$WORK/update.log"; exit 1; }
+  done
+) &
+PIDS+=($!)
+updates_pid=$!
 for id in 20000 20001 -1; do
   "$CLIENT" --target=127.0.0.1:$GRPC_PORT lookup -- "$id" >/dev/null 2>&1 && fail "id $id accepted"
 done
@@ -47,17 +70,19 @@ done
 "$PY" "$ROOT/tests/deploy/dashboard_queries.py" "http://127.0.0.1:$PROM_PORT" \
   "$ROOT/deploy/k8s/prometheus-adapter/rules.yaml" \
   "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" 40 ||
-  { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; fail "see above"; }
+  { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; tail -5 "$WORK/update.log"
+    fail "see above"; }
 "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$WORK/dashboard.png" \
   --minutes=0.5 --rate_interval=10s || fail "render_dashboard.py failed"
 [[ -s $WORK/dashboard.png ]] || fail "render_dashboard.py wrote no PNG"
 echo "render_dashboard.py: drew the dashboard ($(stat -c %s "$WORK/dashboard.png") bytes)"
-redraw="DASHBOARD_PNG=\$PWD/docs/dashboard.png LOAD_SECONDS=120 tests/deploy/grafana_live_check.sh build/service/embedding-server build/client/embedding-client (docs/operations.md, section 4)"
+redraw="DASHBOARD_PNG=\$PWD/docs/dashboard.png LOAD_SECONDS=120 tests/deploy/grafana_live_check.sh build/service/embedding-server build/client/embedding-client build/bench/update/update_load (docs/operations.md, section 4)"
 "$PY" "$ROOT/tests/deploy/dashboard_png.py" "$WORK/dashboard.png" "$redraw" ||
   fail "render_dashboard.py's picture disagrees with the dashboard JSON (above)"
 
 if [[ -n ${DASHBOARD_PNG:-} ]]; then
-  wait "${PIDS[-1]}" || fail "bench failed: $(cat "$WORK/bench.log")"
+  wait "$bench_pid" || fail "bench failed: $(cat "$WORK/bench.log")"
+  wait "$updates_pid" || fail "update_load failed: $(tail -5 "$WORK/update.log")"
   "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$DASHBOARD_PNG" \
     --minutes="$(awk "BEGIN {print $load_seconds / 60}")" --rate_interval=10s
   echo "wrote $DASHBOARD_PNG"
