@@ -99,6 +99,8 @@ def main():
     p.add_argument("--server_cpus", default="",
                    help="CPUs the server runs on (taskset -c LIST); empty: any")
     p.add_argument("--ghz_cpus", default="", help="CPUs ghz runs on (taskset -c LIST); empty: any")
+    p.add_argument("--server_flags", default="",
+                   help="more flags for the server, space-separated")
     p.add_argument("server_args", nargs="*")
     a = p.parse_args()
     ids = [(i * 7919) % a.rows for i in range(a.ids)]
@@ -113,7 +115,8 @@ def main():
             if hold:
                 flags.append("--hold_late_calls")
             server = Server(a.server, [f"--demo_table={a.rows}x{a.dim}", f"--device={a.device}"]
-                            + flags + a.server_args, os.path.join(tmp, f"server-{mode}.log"),
+                            + flags + a.server_args + a.server_flags.split(),
+                            os.path.join(tmp, f"server-{mode}.log"),
                             server_prefix)
             mode = f"admit {mode}" if float(fraction) > 0 else "admission off"
             try:
