@@ -133,6 +133,10 @@ ABSL_FLAG(std::vector<std::string>, admin_allowed_identities, {},
 ABSL_FLAG(bool, admin_insecure, false,
           "Serve the admin listener in plaintext to every caller, without an identity check: "
           "only on a loopback --admin_address (tests, a sidecar in the same pod).");
+ABSL_FLAG(double, version_poll_seconds, 0,
+          "How often each table served from a version directory (--table=NAME=DIR) is checked "
+          "for a newer version, which is then loaded beside the served one and swapped in; 0: "
+          "never (EmbeddingAdminService.LoadVersion still loads one).");
 ABSL_FLAG(int64_t, admin_max_message_bytes, int64_t{64} << 20,
           "The largest UpdateRows message the admin listener reads, in bytes.");
 ABSL_FLAG(double, drain_seconds, 5,
@@ -313,6 +317,11 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.admin_allowed_identities = absl::GetFlag(FLAGS_admin_allowed_identities);
   c.admin_insecure = absl::GetFlag(FLAGS_admin_insecure);
   c.admin_max_message_bytes = absl::GetFlag(FLAGS_admin_max_message_bytes);
+  const double poll = absl::GetFlag(FLAGS_version_poll_seconds);
+  if (!(poll >= 0) || poll > 86400) {
+    return absl::InvalidArgumentError("--version_poll_seconds must be in [0, 86400] (0: never)");
+  }
+  c.version_poll = absl::Seconds(poll);
   if (c.batcher.answer_threads == -1) {
     c.batcher.answer_threads =
         std::min(8, static_cast<int>(std::thread::hardware_concurrency()) / 4);

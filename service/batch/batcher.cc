@@ -201,8 +201,11 @@ void Batcher::Run() {
     }
     if (!updates.empty()) {
       ApplyUpdates(updates);
-      absl::MutexLock lock(&mu_);
-      updating_ = false;
+      {
+        absl::MutexLock lock(&mu_);
+        updating_ = false;
+      }
+      updates.clear();  // a swapped-out table's memory goes now, while batches run again
       continue;
     }
     Dispatch(std::move(entries));
@@ -224,6 +227,13 @@ absl::Status Batcher::WithUpdatesPaused(absl::FunctionRef<absl::Status(int64_t s
 
 void Batcher::ApplyUpdates(std::deque<Update>& updates) {
   for (Update& u : updates) {
+    if (u.table != nullptr) {
+      store_->SwapTable(*u.table);
+      last_sequence_.store(u.sequence, std::memory_order_release);
+      metrics_.update_sequence->Set(static_cast<double>(u.sequence));
+      u.done(int64_t{0});
+      continue;  // the old rows are freed with `updates`, after the boundary
+    }
     const int64_t last = last_sequence_.load(std::memory_order_relaxed);
     if (u.sequence <= last) {
       u.done(absl::FailedPreconditionError(absl::StrCat(

@@ -103,6 +103,10 @@ class Batcher {
   // with the publisher's sequence number.
   struct Update {
     std::unique_ptr<PreparedRows> rows;
+    // Or, instead of rows, another version of the whole table (EmbeddingStore::PrepareTable),
+    // swapped in at the boundary; `sequence` is then the version's own, which becomes the last
+    // applied one whatever it is (a rollback goes back), and `done` gets 0.
+    std::unique_ptr<PreparedTable> table;
     // Must be greater than last_sequence() when the update is applied, else it applies nothing.
     int64_t sequence = 0;
     // When the update reached the server: the update-latency histogram runs from here to the

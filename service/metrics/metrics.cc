@@ -171,6 +171,12 @@ Metrics::Metrics()
                        .Help("SaveTable calls that wrote a version (result=\"ok\") or failed "
                              "(result=\"failed\").")
                        .Register(*registry_)),
+      version_loads_(BuildCounter()
+                         .Name("embedding_table_version_loads_total")
+                         .Help("Versions of a table loaded while it served, by result: "
+                               "\"loaded\" (swapped in) or \"refused\" (missing, broken, "
+                               "another shape, no room beside the served one: it stayed).")
+                         .Register(*registry_)),
       unsent_answer_bytes_(BuildGauge()
                                .Name("embedding_unsent_answer_bytes")
                                .Help("Bytes of answer memory held for LookUps from admission "
@@ -227,6 +233,8 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .version = &table_version_.Add({{"table", table}}),
       .saves_ok = &table_saves_.Add({{"table", table}, {"result", "ok"}}),
       .saves_failed = &table_saves_.Add({{"table", table}, {"result", "failed"}}),
+      .version_loads_ok = &version_loads_.Add({{"table", table}, {"result", "loaded"}}),
+      .version_loads_refused = &version_loads_.Add({{"table", table}, {"result", "refused"}}),
   };
 }
 

@@ -48,6 +48,8 @@ struct TableMetrics {
   prometheus::Gauge* version;
   prometheus::Counter* saves_ok;
   prometheus::Counter* saves_failed;
+  prometheus::Counter* version_loads_ok;       // versions swapped in while serving
+  prometheus::Counter* version_loads_refused;  // versions refused (the served one stayed)
 };
 
 class Metrics {
@@ -113,6 +115,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& update_seconds_;
   prometheus::Family<prometheus::Gauge>& table_version_;
   prometheus::Family<prometheus::Counter>& table_saves_;
+  prometheus::Family<prometheus::Counter>& version_loads_;
   prometheus::Gauge& unsent_answer_bytes_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;

@@ -9,10 +9,13 @@
 #include "service/common/log.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/request_validation.h"
+#include "service/rpc/version_loader.h"
 #include "service/tables/table_versions.h"
 
 namespace emb::service {
 
+using embedding::v1::LoadVersionRequest;
+using embedding::v1::LoadVersionResponse;
 using embedding::v1::SaveTableRequest;
 using embedding::v1::SaveTableResponse;
 using embedding::v1::UpdateRowsRequest;
@@ -271,13 +274,13 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContex
   if (shutting_down_) {
     return refuse(absl::UnavailableError("the server is shutting down"));
   }
-  if (t.versions->saving.exchange(true)) {
+  if (t.versions->busy.exchange(true)) {
     return refuse(absl::AbortedError(absl::StrCat("a save of table '", EchoText(name),
                                                   "' is already running; retry when it ends")));
   }
   saves_.emplace_back([this, &t, reactor, response] {
     const absl::Status s = Save(t, response);
-    t.versions->saving.store(false);
+    t.versions->busy.store(false);
     reactor->Finish(ToGrpcStatus(s));
   });
   return reactor;
@@ -315,6 +318,43 @@ absl::Status AdminServiceImpl::Save(ServedTable& table, SaveTableResponse* respo
   response->set_path(file->path);
   response->set_bytes(static_cast<int64_t>(file->bytes));
   return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* AdminServiceImpl::LoadVersion(grpc::CallbackServerContext* ctx,
+                                                        const LoadVersionRequest* request,
+                                                        LoadVersionResponse* response) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  auto refuse = [reactor](const absl::Status& s) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  };
+  if (absl::Status s = CheckCaller(*ctx); !s.ok()) {
+    return refuse(s);
+  }
+  if (request->version() < 0) {
+    return refuse(absl::InvalidArgumentError(
+        absl::StrCat("version ", request->version(), " is negative (0: the newest)")));
+  }
+  absl::StatusOr<ServedTable*> table =
+      FindServedTable(tables_.load(std::memory_order_acquire), request->table());
+  if (!table.ok()) {
+    return refuse(table.status());
+  }
+  absl::MutexLock lock(&mu_);
+  if (shutting_down_) {
+    return refuse(absl::UnavailableError("the server is shutting down"));
+  }
+  saves_.emplace_back([this, &t = **table, reactor, response, version = request->version()] {
+    absl::StatusOr<LoadedVersion> loaded = LoadTableVersion(t, version, version != 0, clock_);
+    if (loaded.ok()) {
+      response->set_table(t.store->info().name);
+      response->set_version(loaded->version);
+      response->set_sequence(loaded->sequence);
+      response->set_pinned(version != 0);
+    }
+    reactor->Finish(ToGrpcStatus(loaded.status()));
+  });
+  return reactor;
 }
 
 }  // namespace emb::service

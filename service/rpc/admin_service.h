@@ -62,6 +62,10 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   grpc::ServerUnaryReactor* SaveTable(grpc::CallbackServerContext* ctx,
                                       const embedding::v1::SaveTableRequest* request,
                                       embedding::v1::SaveTableResponse* response) override;
+  // Loads and swaps in a version (version_loader.h) on a thread of its own.
+  grpc::ServerUnaryReactor* LoadVersion(grpc::CallbackServerContext* ctx,
+                                        const embedding::v1::LoadVersionRequest* request,
+                                        embedding::v1::LoadVersionResponse* response) override;
 
  private:
   friend class UpdateRowsCall;
@@ -78,7 +82,7 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<UpdateRowsCall*> calls_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> saves_ ABSL_GUARDED_BY(mu_);  // joined by Shutdown
+  std::vector<std::thread> saves_ ABSL_GUARDED_BY(mu_);  // saves and loads; joined by Shutdown
 };
 
 }  // namespace emb::service

@@ -300,6 +300,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_updated_rows((*tables)[i].batcher->updated_rows());
     if ((*tables)[i].versions != nullptr) {
       info->set_version((*tables)[i].versions->version.load(std::memory_order_acquire));
+      info->set_version_pinned((*tables)[i].versions->pinned.load(std::memory_order_acquire));
     }
   }
   return FinishNow(ctx, absl::OkStatus());

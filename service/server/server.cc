@@ -19,6 +19,7 @@
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/rpc/call_metrics.h"
+#include "service/rpc/version_loader.h"
 #include "service/server/listen_address.h"
 #include "service/server/server_credentials.h"
 #include "service/store/store_factory.h"
@@ -275,6 +276,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     config.before_serving();
   }
   server->health_->SetServing(true);
+  if (config.version_poll > absl::ZeroDuration()) {
+    server->version_poller_ =
+        std::thread([s = server.get(), p = config.version_poll] { s->PollVersions(p); });
+    LogInfo("tables from version directories are checked for new versions every ",
+            absl::FormatDuration(config.version_poll));
+  }
   LogInfo("answers not yet sent are bounded to ", config.limits.max_unsent_answer_bytes, " bytes, ",
           config.limits.max_unsent_answer_bytes_per_connection,
           " per connection; gRPC's own memory to ", config.grpc_memory_bytes, " bytes");
@@ -328,6 +335,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
       served.versions = std::make_unique<TableVersions>();
       served.versions->dir = source->versions_dir();
       served.versions->tensor = source->tensor().empty() ? source->name() : source->tensor();
+      served.versions->open_tensor = source->tensor();
       served.versions->version.store(source->version());
       tm.version->Set(static_cast<double>(source->version()));
     }
@@ -441,6 +449,29 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+void EmbeddingServer::PollVersions(absl::Duration period) {
+  while (!stop_polling_.WaitForNotificationWithTimeout(period)) {
+    for (ServedTable& t : tables_) {
+      if (t.versions == nullptr || t.versions->pinned.load()) {
+        continue;
+      }
+      absl::StatusOr<std::vector<int64_t>> versions = ListVersions(t.versions->dir);
+      if (!versions.ok() || versions->empty()) {
+        continue;
+      }
+      const int64_t newest = versions->front();
+      if (newest <= t.versions->version.load() || newest == t.versions->refused.load()) {
+        continue;
+      }
+      absl::StatusOr<LoadedVersion> loaded =
+          LoadTableVersion(t, newest, /*pin=*/false, Clock::Real());
+      if (!loaded.ok() && loaded.status().code() != absl::StatusCode::kAborted) {
+        t.versions->refused.store(newest);  // logged once; a newer version is tried again
+      }
+    }
+  }
+}
+
 void EmbeddingServer::SetNotServing() {
   if (health_ != nullptr) {
     health_->SetServing(false);
@@ -452,6 +483,10 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     return;
   }
   shut_down_ = true;
+  stop_polling_.Notify();
+  if (version_poller_.joinable()) {
+    version_poller_.join();
+  }
   if (health_ != nullptr) {
     health_->Shutdown();  // NOT_SERVING, and the Watch streams end
   }

@@ -10,9 +10,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "prometheus/exposer.h"
@@ -70,6 +72,9 @@ struct ServerConfig {
   std::string admin_tls_client_ca;
   std::vector<std::string> admin_allowed_identities;
   bool admin_insecure = false;
+  // How often each table served from a version directory is checked for a newer version, which
+  // is then loaded and swapped in (unless the table is pinned); zero: never.
+  absl::Duration version_poll = absl::ZeroDuration();
   // The largest UpdateRows message the admin port reads.
   int64_t admin_max_message_bytes = int64_t{64} << 20;
   // Called once the tables are loaded, just before health says SERVING (main.cc: from here on a
@@ -101,6 +106,9 @@ class EmbeddingServer {
   EmbeddingServer() = default;
   absl::Status LoadTables(const ServerConfig& config, const Device& device,
                           const std::vector<std::unique_ptr<TableSource>>& sources);
+  // Every poll period, each unpinned table from a version directory whose newest version is newer
+  // than the one it serves (and not one found broken before) loads it.
+  void PollVersions(absl::Duration period);
   // Opens the admin listener where config.admin_address asks for one.
   absl::Status StartAdmin(const ServerConfig& config);
   // Shutdown's first step: returns once every call in progress is one the service holds, and
@@ -120,6 +128,9 @@ class EmbeddingServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   std::unique_ptr<AdminServiceImpl> admin_;  // outlives admin_server_: its calls end first
   std::unique_ptr<grpc::Server> admin_server_;
+  // Polls for new versions (config.version_poll); stopped first at shutdown.
+  absl::Notification stop_polling_;
+  std::thread version_poller_;
   std::vector<ServedTable> tables_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;

@@ -100,4 +100,25 @@ absl::Status CpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const 
   return absl::OkStatus();
 }
 
+namespace {
+
+class HostPreparedTable final : public PreparedTable {
+ public:
+  explicit HostPreparedTable(std::unique_ptr<HugePageRows> rows) : rows(std::move(rows)) {}
+  std::unique_ptr<HugePageRows> rows;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedTable>> CpuStore::PrepareTable(const TableSource& source) {
+  RETURN_IF_ERROR(
+      CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
+  ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, source.ReadAll());
+  return std::make_unique<HostPreparedTable>(std::move(rows));
+}
+
+void CpuStore::SwapTable(PreparedTable& table) {
+  std::swap(data_, dynamic_cast<HostPreparedTable&>(table).rows);
+}
+
 }  // namespace emb::service

@@ -28,13 +28,16 @@ class CpuStore final : public EmbeddingStore {
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
   absl::Status WriteRows(PreparedRows& rows) override;
   absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
+  // A prepared table is the version's rows read into host memory beside the served ones.
+  absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
+  void SwapTable(PreparedTable& table) override;
 
  private:
   CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
            const StoreOptions& options);
 
   Clock* const clock_;
-  const std::unique_ptr<HugePageRows> data_;
+  std::unique_ptr<HugePageRows> data_;  // replaced only by SwapTable, at a batch boundary
 };
 
 }  // namespace emb::service

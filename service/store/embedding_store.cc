@@ -4,6 +4,17 @@
 
 namespace emb::service {
 
+absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, DataType dtype,
+                            absl::string_view origin) {
+  if (rows == served.rows && dim == served.dim && dtype == served.dtype) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      origin, " holds ", rows, " x ", dim, " ", DataTypeName(dtype), " but table '", served.name,
+      "' is served as ", served.rows, " x ", served.dim, " ", DataTypeName(served.dtype),
+      ": a version of another shape or type needs a restart"));
+}
+
 std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids) {
   absl::flat_hash_map<int64_t, size_t> last;
   last.reserve(ids.size());

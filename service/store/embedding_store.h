@@ -21,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/tables/table_source.h"
 
 namespace emb::service {
 
@@ -69,9 +70,22 @@ class PreparedRows {
   const int64_t rows_;
 };
 
+// OK when `source` has the served table's rows, dim and dtype; else FAILED_PRECONDITION naming
+// both shapes (a version of another shape needs a restart: requests were checked against the
+// served one).
+absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, DataType dtype,
+                            absl::string_view origin);
+
 // The index of each distinct id's last occurrence in `ids`, in the order of those occurrences:
 // the rows an update writes when an id is given twice (the last row wins).
 std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids);
+
+// Another version of a store's table, loaded beside the served one by PrepareTable, to take its
+// place (SwapTable); after the swap it holds the old rows, freed with it.
+class PreparedTable {
+ public:
+  virtual ~PreparedTable() = default;
+};
 
 class EmbeddingStore {
  public:
@@ -132,6 +146,20 @@ class EmbeddingStore {
     (void)out;
     return absl::UnimplementedError(absl::StrCat("table '", info_.name, "' cannot be read back"));
   }
+
+  // Version swaps, in two steps as updates:
+  //   PrepareTable, on any thread while batches run: `source`'s rows loaded where the store
+  //     keeps its table, beside the served rows. FAILED_PRECONDITION when `source` differs from the
+  //     served table in rows, dim or dtype, or when the device cannot hold both copies (naming the
+  //     bytes needed and free); the errors of the store's load otherwise.
+  //   SwapTable, at a batch boundary (as WriteRows): the prepared rows are served from now on; the
+  //     old ones move into `table`.
+  virtual absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) {
+    (void)source;
+    return absl::UnimplementedError(
+        absl::StrCat("table '", info_.name, "' cannot load another version"));
+  }
+  virtual void SwapTable(PreparedTable& table) { (void)table; }
 
   // Both steps at once (the caller keeps the barrier); the distinct rows written.
   absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,

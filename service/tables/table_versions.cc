@@ -140,17 +140,25 @@ absl::StatusOr<std::vector<int64_t>> ListVersions(const std::string& dir) {
   return versions;
 }
 
+absl::StatusOr<std::unique_ptr<TableSource>> OpenVersion(const TableSpec& spec, int64_t version) {
+  const std::string version_dir = absl::StrCat(spec.path, "/", version);
+  if (!IsDirectory(version_dir)) {
+    return absl::NotFoundError(absl::StrCat("table '", spec.name, "' has no version ", version,
+                                            " (no directory ", version_dir, ")"));
+  }
+  ASSIGN_OR_RETURN(const std::string file, TableFile(version_dir));
+  ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source,
+                   TableSource::Open(TableSpec{spec.name, file, spec.tensor}));
+  source->set_version(spec.path, version);
+  return source;
+}
+
 absl::StatusOr<std::unique_ptr<TableSource>> OpenNewestVersion(const TableSpec& spec,
                                                                std::vector<std::string>* skipped) {
   ASSIGN_OR_RETURN(const std::vector<int64_t> versions, ListVersions(spec.path));
   for (int64_t v : versions) {
-    const std::string version_dir = absl::StrCat(spec.path, "/", v);
-    absl::StatusOr<std::string> file = TableFile(version_dir);
-    absl::StatusOr<std::unique_ptr<TableSource>> source =
-        file.ok() ? TableSource::Open(TableSpec{spec.name, *file, spec.tensor})
-                  : absl::StatusOr<std::unique_ptr<TableSource>>(file.status());
+    absl::StatusOr<std::unique_ptr<TableSource>> source = OpenVersion(spec, v);
     if (source.ok()) {
-      (*source)->set_version(spec.path, v);
       return source;
     }
     skipped->push_back(absl::StrCat("table '", spec.name, "': version ", v,

@@ -37,6 +37,10 @@ absl::StatusOr<std::vector<int64_t>> ListVersions(const std::string& dir);
 absl::StatusOr<std::unique_ptr<TableSource>> OpenNewestVersion(const TableSpec& spec,
                                                                std::vector<std::string>* skipped);
 
+// Opens version `version` of spec.path (a version directory), as OpenNewestVersion opens one.
+// NOT_FOUND when DIR/<version> does not exist; INVALID_ARGUMENT naming its defect.
+absl::StatusOr<std::unique_ptr<TableSource>> OpenVersion(const TableSpec& spec, int64_t version);
+
 // What WriteVersion writes and where.
 struct VersionFile {
   int64_t version = 0;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -642,11 +643,14 @@ std::string AllRowsAre(client::EmbeddingClient& client, const std::string& table
 
 class TableVersionsTest : public ::testing::Test {
  protected:
-  // Writes `table`'s bytes as DIR/<version>/t.npy (float32 or float16) or t.safetensors.
+  // Writes `table`'s bytes as DIR/<version>/t.npy (float32 or float16) or t.safetensors, the way
+  // a publisher must (and SaveTable does): in a directory of another name, renamed into place, so
+  // that a server polling DIR never sees a version half-written.
   void WriteVersion(const ReferenceTable& table, int64_t version) {
-    const std::string dir = dir_.File(std::to_string(version));
-    ASSERT_EQ(mkdir(dir.c_str(), 0755), 0) << dir;
-    TableFlag(dir, table);
+    const std::string tmp = dir_.File(absl::StrCat(".incoming-", version));
+    ASSERT_EQ(mkdir(tmp.c_str(), 0755), 0) << tmp;
+    TableFlag(tmp, table);
+    ASSERT_EQ(rename(tmp.c_str(), dir_.File(std::to_string(version)).c_str()), 0);
   }
 
   std::unique_ptr<ServerProcess> Start(std::vector<std::string> extra = {}) {
@@ -660,6 +664,17 @@ class TableVersionsTest : public ::testing::Test {
 
   static std::shared_ptr<grpc::Channel> Admin(const ServerProcess& server) {
     return grpc::CreateChannel(server.admin_target(), grpc::InsecureChannelCredentials());
+  }
+
+  // Whether the first table's version is pinned (ListTables through the generated stub).
+  static bool Pinned(const ServerProcess& server) {
+    auto stub = embedding::v1::EmbeddingService::NewStub(
+        grpc::CreateChannel(server.target(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + kTimeout));
+    embedding::v1::ListTablesResponse response;
+    EXPECT_TRUE(stub->ListTables(&ctx, embedding::v1::ListTablesRequest(), &response).ok());
+    return response.tables_size() > 0 && response.tables(0).version_pinned();
   }
 
   static client::TableInfo Info(const ServerProcess& server) {
@@ -853,6 +868,154 @@ TEST_F(TableVersionsTest, SaveTableRefusesWhatItCannotSave) {
   EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition) << saved.status();
   EXPECT_THAT(saved.status().message(), HasSubstr("was not loaded from a version directory"));
   EXPECT_EQ(Save(admin, "nope").status().code(), absl::StatusCode::kNotFound);
+}
+
+// LoadVersion through the generated stub.
+absl::StatusOr<embedding::v1::LoadVersionResponse> Load(const std::shared_ptr<grpc::Channel>& admin,
+                                                        const std::string& table, int64_t version) {
+  auto stub = EmbeddingAdminService::NewStub(admin);
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  embedding::v1::LoadVersionRequest request;
+  request.set_table(table);
+  request.set_version(version);
+  embedding::v1::LoadVersionResponse response;
+  const grpc::Status s = stub->LoadVersion(&ctx, request, &response);
+  if (!s.ok()) {
+    return client::FromGrpcStatus(s);
+  }
+  return response;
+}
+
+// A float32 table whose every element is `value`.
+ReferenceTable UniformTable(int64_t rows, int64_t dim, float value) {
+  std::vector<float> data(static_cast<size_t>(rows * dim), value);
+  return ReferenceTable{"t", DataType::kFloat32, rows, dim,
+                        std::string(reinterpret_cast<const char*>(data.data()), data.size() * 4)};
+}
+
+// Versions swapped in while readers look up: every answer is whole rows of one version, and no
+// call fails; then a rollback (pinned) and a return to the newest (unpinned).
+TEST_F(TableVersionsTest, LoadVersionSwapsWhileServingAndRollsBack) {
+  constexpr int64_t kRows = 4000;
+  constexpr int64_t kDim = 16;
+  WriteVersion(UniformTable(kRows, kDim, 1.0f), 1);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  std::atomic<bool> reading{true};
+  std::atomic<float> floor{1.0f};  // the version a reader must see at least, once answered
+  std::vector<std::string> errors(4);
+  std::vector<int64_t> reads(4, 0);
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r) {
+    readers.emplace_back([&, r] {
+      auto client = client::EmbeddingClient::Connect(server->target());
+      std::mt19937_64 rng(50 + r);
+      while (reading.load() && errors[r].empty()) {
+        std::vector<int64_t> ids(1 + rng() % 200);
+        for (int64_t& id : ids) {
+          id = static_cast<int64_t>(rng() % kRows);
+        }
+        const float at_least = floor.load();
+        auto result = client->LookUp("t", ids, {}, DataType::kFloat32, kTimeout);
+        if (!result.ok()) {
+          errors[r] = result.status().ToString();
+          return;
+        }
+        const std::vector<float> got = result->ToFloat32();
+        for (float v : got) {
+          if (v != got.front()) {
+            errors[r] = absl::StrCat("an answer mixes versions: ", v, " and ", got.front());
+            return;
+          }
+        }
+        if (at_least > 0 && got.front() != at_least && got.front() < at_least) {
+          errors[r] =
+              absl::StrCat("read version ", got.front(), " after ", at_least, " was answered");
+          return;
+        }
+        ++reads[r];
+      }
+    });
+  }
+  WriteVersion(UniformTable(kRows, kDim, 2.0f), 2);
+  auto loaded = Load(Admin(*server), "t", 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->version(), 2);
+  EXPECT_FALSE(loaded->pinned());
+  floor.store(2.0f);
+  EXPECT_EQ(Info(*server).version, 2);
+  // A rollback: version 1, pinned. (Readers' floor goes off: the rows go back on purpose.)
+  floor.store(0.0f);
+  loaded = Load(Admin(*server), "t", 1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->version(), 1);
+  EXPECT_TRUE(loaded->pinned());
+  EXPECT_TRUE(Pinned(*server));
+  auto client = client::EmbeddingClient::Connect(server->target());
+  EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, 1.0f), "");
+  WriteVersion(UniformTable(kRows, kDim, 3.0f), 3);
+  loaded = Load(Admin(*server), "t", 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->version(), 3);
+  EXPECT_FALSE(Pinned(*server));
+  EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, 3.0f), "");
+  reading.store(false);
+  for (std::thread& t : readers) {
+    t.join();
+  }
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(errors[r], "") << "reader " << r << " after " << reads[r] << " reads";
+  }
+  EXPECT_THAT(server->log(), HasSubstr("table 't' serves version 3 (sequence 0) in place of "
+                                       "version 1"));
+}
+
+TEST_F(TableVersionsTest, PollingLoadsANewVersionAndLeavesABrokenOne) {
+  constexpr int64_t kRows = 100;
+  constexpr int64_t kDim = 8;
+  WriteVersion(UniformTable(kRows, kDim, 1.0f), 1);
+  auto server = Start({"--version_poll_seconds=0.05"});
+  ASSERT_NE(server, nullptr);
+  WriteVersion(UniformTable(kRows, kDim, 2.0f), 2);
+  ASSERT_EQ(truncate(dir_.File("2/t.npy").c_str(), 100), 0);
+  ASSERT_TRUE(
+      server->WaitForLog("table 't': version 2 not loaded, version 1 serves on", absl::Seconds(30)))
+      << server->log();
+  EXPECT_EQ(Info(*server).version, 1);
+  WriteVersion(UniformTable(kRows, kDim, 3.0f), 3);
+  ASSERT_TRUE(server->WaitForLog("table 't' serves version 3", absl::Seconds(30))) << server->log();
+  EXPECT_EQ(Info(*server).version, 3);
+  auto client = client::EmbeddingClient::Connect(server->target());
+  EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, 3.0f), "");
+  // The broken version was refused once, not at every poll.
+  const std::string log = server->log();
+  size_t refusals = 0;
+  for (size_t at = log.find("version 2 not loaded"); at != std::string::npos;
+       at = log.find("version 2 not loaded", at + 1)) {
+    ++refusals;
+  }
+  EXPECT_EQ(refusals, 1u);
+}
+
+TEST_F(TableVersionsTest, LoadVersionRefusesWhatItCannotServeAndTheServedVersionStays) {
+  WriteVersion(UniformTable(100, 8, 1.0f), 1);
+  WriteVersion(UniformTable(100, 9, 2.0f), 2);  // another dim
+  auto server = Start();                        // serves version 2 (9 dims)
+  ASSERT_NE(server, nullptr);
+  auto loaded = Load(Admin(*server), "t", 1);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition) << loaded.status();
+  EXPECT_THAT(loaded.status().message(), HasSubstr("holds 100 x 8 float32 but table 't' is "
+                                                   "served as 100 x 9 float32"));
+  loaded = Load(Admin(*server), "t", 7);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition) << loaded.status();
+  EXPECT_THAT(loaded.status().message(), HasSubstr("has no version 7"));
+  EXPECT_EQ(Load(Admin(*server), "t", -1).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Info(*server).version, 2);
+  auto demo = ServerProcess::Start(
+      {"--demo_table=10x4", "--admin_address=127.0.0.1:0", "--admin_insecure"});
+  ASSERT_TRUE(demo.ok()) << demo.status();
+  EXPECT_EQ(Load(Admin(**demo), "", 0).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

@@ -274,4 +274,40 @@ absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const 
       "copy the table to the host");
 }
 
+namespace {
+
+class DevicePreparedTable final : public PreparedTable {
+ public:
+  explicit DevicePreparedTable(kernels::DeviceBuffer<std::byte> rows) : rows(std::move(rows)) {}
+  kernels::DeviceBuffer<std::byte> rows;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const TableSource& source) {
+  RETURN_IF_ERROR(
+      CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
+  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
+  size_t free_bytes = 0;
+  size_t total_bytes = 0;
+  RETURN_IF_ERROR(check_(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  if (source.bytes() > free_bytes) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "loading ", source.origin(), " beside the served table needs ", source.bytes(),
+        " bytes on ", check_.device_name(), " but ", free_bytes, " of ", total_bytes,
+        " are free; the served version stays (a version that does not fit twice needs a "
+        "restart, or a device with room for both)"));
+  }
+  ASSIGN_OR_RETURN(auto rows, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
+  const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
+                                 std::thread::hardware_concurrency());
+  ASSIGN_OR_RETURN(LoadStats stats, UploadTable(source, plan, rows.data(), check_, options_.clock));
+  (void)stats;
+  return std::make_unique<DevicePreparedTable>(std::move(rows));
+}
+
+void GpuStore::SwapTable(PreparedTable& table) {
+  std::swap(d_table_, dynamic_cast<DevicePreparedTable&>(table).rows);
+}
+
 }  // namespace emb::service

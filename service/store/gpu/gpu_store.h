@@ -62,6 +62,10 @@ class GpuStore final : public EmbeddingStore {
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
   absl::Status WriteRows(PreparedRows& rows) override;
   absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
+  // A prepared table is the version uploaded into a second device buffer (as Create uploads);
+  // the swap exchanges the buffers.
+  absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
+  void SwapTable(PreparedTable& table) override;
 
   // Pinned and device memory an update's rows pass through, with the stream that copies them;
   // kept for reuse once an update is written (a few, grown to the largest message).
