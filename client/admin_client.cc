@@ -256,4 +256,26 @@ absl::StatusOr<UpdateAck> AdminClient::UpdateRows(const RowUpdate& update, absl:
   return ack;
 }
 
+absl::StatusOr<SavedVersion> AdminClient::SaveTable(absl::string_view table,
+                                                    absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  pb::SaveTableRequest request;
+  request.set_table(std::string(table));
+  pb::SaveTableResponse response;
+  if (grpc::Status s = stub_->SaveTable(&ctx, request, &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  SavedVersion saved;
+  saved.table = std::move(*response.mutable_table());
+  saved.version = response.version();
+  saved.sequence = response.sequence();
+  saved.path = std::move(*response.mutable_path());
+  saved.bytes = response.bytes();
+  return saved;
+}
+
 }  // namespace emb::client

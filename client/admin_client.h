@@ -1,6 +1,6 @@
 // AdminClient: a typed C++ client for embedding.v1.EmbeddingAdminService, which overwrites rows of
-// the tables a server serves (the server's --admin_address listener; off unless the operator
-// opens it).
+// the tables a server serves and saves them as new versions (the server's --admin_address
+// listener; off unless the operator opens it).
 //
 // As in EmbeddingClient, every call takes a timeout, which becomes the RPC's deadline (for a
 // RowWriter: the deadline of its whole stream), and errors come back as absl::Status with the
@@ -22,6 +22,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -49,6 +50,17 @@ struct UpdateAck {
   std::string table;     // by name, also when the update left it empty
   int64_t sequence = 0;  // the update's sequence, now the table's last applied one
   int64_t rows = 0;      // rows written (distinct ids)
+};
+
+// The version that AdminClient::SaveTable wrote: the table as it was when the save began, its
+// updates up to `sequence` included. A server restarted on the same version directory serves it,
+// and ListTables reports its `version` and `sequence`.
+struct SavedVersion {
+  std::string table;     // by name, also when the request left it empty
+  int64_t version = 0;   // the new version's number: its directory is DIR/<version>
+  int64_t sequence = 0;  // the last update sequence applied to the rows saved
+  std::string path;      // the file written, as the server sees it
+  int64_t bytes = 0;     // bytes written
 };
 
 // `values` as little-endian elements of `dtype` (float16 and bfloat16 rounded to nearest even, as
@@ -161,6 +173,15 @@ class AdminClient {
 
   // One update on a stream of its own: its ack, or the server's status (see RowWriter::Send).
   absl::StatusOr<UpdateAck> UpdateRows(const RowUpdate& update, absl::Duration timeout);
+
+  // Has the server write `table` (empty: its default table) as it is now, its updates included,
+  // as the next version of the table's version directory; returns once the version is complete
+  // on disk. Updates of the table wait while it is written; lookups go on. Errors: the server's
+  // status: NOT_FOUND (unknown table), FAILED_PRECONDITION (the table was not loaded from a
+  // version directory), ABORTED (a save of the table is already running), INTERNAL (the write
+  // failed; no version was left), UNAVAILABLE, PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may
+  // still complete); INVALID_ARGUMENT without calling if `timeout` is not positive and finite.
+  absl::StatusOr<SavedVersion> SaveTable(absl::string_view table, absl::Duration timeout);
 
   embedding::v1::EmbeddingAdminService::Stub* stub() const { return stub_.get(); }
 

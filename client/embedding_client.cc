@@ -215,6 +215,7 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.is_default = t.is_default();
     info.sequence = t.sequence();
     info.updated_rows = t.updated_rows();
+    info.version = t.version();
     tables.push_back(std::move(info));
   }
   return tables;

@@ -53,6 +53,9 @@ struct TableInfo {
   // loaded), and the rows it has written since; a publisher resumes after `sequence`.
   int64_t sequence = 0;
   int64_t updated_rows = 0;
+  // For a table loaded from a version directory (DIR/N/): the version it was loaded from, or the
+  // one AdminClient::SaveTable last wrote; 0 for a table loaded from a file or the demo table.
+  int64_t version = 0;
 };
 
 // The arguments of one LookUp. An empty `table` selects the server's default table; an empty

@@ -63,8 +63,8 @@ using emb::client::FlagDuration;
 
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
 ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
-          "Deadline of each call (update: of its whole stream): seconds, or a duration such as "
-          "500ms.");
+          "Deadline of each call (update: of its whole stream; save: of the whole write, which "
+          "for a large table wants more): seconds, or a duration such as 500ms.");
 ABSL_FLAG(bool, tls, false,
           "Speak TLS to the server (implied by any --tls_* flag); without --tls_ca the server's "
           "certificate must chain to gRPC's default roots.");
@@ -76,22 +76,24 @@ ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: PEM private key of --tls_cert."
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the server's certificate must carry, instead of --target's host.");
 ABSL_FLAG(std::string, admin_target, "localhost:50052",
-          "update: address of the server's admin listener (its --admin_address), host:port.");
+          "update, save: address of the server's admin listener (its --admin_address), "
+          "host:port.");
 ABSL_FLAG(bool, admin_tls, false,
-          "update: speak TLS to --admin_target (implied by any --admin_tls_* flag); without "
-          "--admin_tls_ca its certificate must chain to gRPC's default roots. None of them: "
-          "plaintext, which a server allows only with --admin_insecure on a loopback address.");
+          "update, save: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
+          "without --admin_tls_ca its certificate must chain to gRPC's default roots. None of "
+          "them: plaintext, which a server allows only with --admin_insecure on a loopback "
+          "address.");
 ABSL_FLAG(std::string, admin_tls_ca, "",
-          "update: PEM CA certificate(s) that the admin listener's certificate must be signed by "
-          "(turns TLS on).");
+          "update, save: PEM CA certificate(s) that the admin listener's certificate must be "
+          "signed by (turns TLS on).");
 ABSL_FLAG(std::string, admin_tls_cert, "",
-          "update: PEM certificate (chain) of this client for the admin listener's mutual TLS "
-          "(its identity must be on the server's --admin_allowed_identities), with "
+          "update, save: PEM certificate (chain) of this client for the admin listener's mutual "
+          "TLS (its identity must be on the server's --admin_allowed_identities), with "
           "--admin_tls_key.");
-ABSL_FLAG(std::string, admin_tls_key, "", "update: PEM private key of --admin_tls_cert.");
+ABSL_FLAG(std::string, admin_tls_key, "", "update, save: PEM private key of --admin_tls_cert.");
 ABSL_FLAG(std::string, admin_tls_server_name, "",
-          "update: name the admin listener's certificate must carry, instead of --admin_target's "
-          "host.");
+          "update, save: name the admin listener's certificate must carry, instead of "
+          "--admin_target's host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
           "Answer type: float32, float16 or bfloat16; empty means the table's own type.");
@@ -156,9 +158,13 @@ constexpr char kUsage[] =
     "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
     "                   (put negative ids after --, e.g. lookup -- -1)\n"
     "  tables           list the server's tables\n"
+    "  versions         each table's version (loaded from or last saved as; 0: not from a\n"
+    "                   version directory) and last applied update sequence, one line a table\n"
     "  health [SERVICE] grpc.health.v1 Check; prints the status, exits 0 only if SERVING\n"
     "  update           overwrite rows through the admin listener (--admin_target): --ids and\n"
     "                   --rows name .npy files; prints each message's ack\n"
+    "  save             write --table (empty: the default) as the next version of its version\n"
+    "                   directory, through the admin listener; prints the version written\n"
     "  bench            load generator; prints req/s, ids/s, payload MB/s, latency percentiles\n"
     "                   and status counts (--json: one JSON object)\n";
 
@@ -346,11 +352,11 @@ int TablesCommand(EmbeddingClient& client) {
     return Fail("tables", tables.status());
   }
   std::vector<std::vector<std::string>> cells = {
-      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT", "SEQUENCE", "UPDATED_ROWS"}};
+      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT", "VERSION", "SEQUENCE", "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
-                     t.device, t.is_default ? "yes" : "no", absl::StrCat(t.sequence),
-                     absl::StrCat(t.updated_rows)});
+                     t.device, t.is_default ? "yes" : "no", absl::StrCat(t.version),
+                     absl::StrCat(t.sequence), absl::StrCat(t.updated_rows)});
   }
   std::vector<size_t> width(cells.front().size(), 0);
   for (const auto& row : cells) {
@@ -364,6 +370,21 @@ int TablesCommand(EmbeddingClient& client) {
       absl::StrAppend(&out, row[i],
                       i + 1 < row.size() ? std::string(width[i] - row[i].size() + 2, ' ') : "\n");
     }
+  }
+  std::cout << out;
+  return 0;
+}
+
+// One line a table: "table NAME version V sequence S", in ListTables' order (the default first).
+int VersionsCommand(EmbeddingClient& client) {
+  absl::StatusOr<std::vector<TableInfo>> tables =
+      client.ListTables(absl::GetFlag(FLAGS_timeout).value);
+  if (!tables.ok()) {
+    return Fail("versions", tables.status());
+  }
+  std::string out;
+  for (const TableInfo& t : *tables) {
+    absl::StrAppend(&out, "table ", t.name, " version ", t.version, " sequence ", t.sequence, "\n");
   }
   std::cout << out;
   return 0;
@@ -561,6 +582,26 @@ int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsO
   return 0;
 }
 
+int SaveCommand(const std::vector<std::string>& args) {
+  if (!args.empty()) {
+    return Fail("save",
+                absl::InvalidArgumentError("takes no arguments; name the table with --table"));
+  }
+  absl::StatusOr<std::optional<TlsOptions>> admin_tls = TlsFromFlags(AdminTlsFlags());
+  if (!admin_tls.ok()) {
+    return Fail("save", admin_tls.status());
+  }
+  absl::StatusOr<SavedVersion> saved =
+      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls)
+          ->SaveTable(absl::GetFlag(FLAGS_table), absl::GetFlag(FLAGS_timeout).value);
+  if (!saved.ok()) {
+    return Fail("save", saved.status());
+  }
+  std::cout << absl::StrCat("table ", saved->table, " version ", saved->version, " sequence ",
+                            saved->sequence, " path ", saved->path, " bytes ", saved->bytes, "\n");
+  return 0;
+}
+
 // The names of the flags that `argv` sets ("--name", "--name=value", "-name", "--noname"), up to
 // a "--"; read before parsing, so that a config file does not override a flag set to its default.
 std::set<std::string> FlagsOnCommandLine(int argc, char** argv) {
@@ -664,6 +705,9 @@ int Main(int argc, char** argv) {
   if (command == "update") {
     return UpdateCommand(args, *tls);
   }
+  if (command == "save") {
+    return SaveCommand(args);
+  }
   std::unique_ptr<EmbeddingClient> client =
       EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);
   if (command == "lookup") {
@@ -674,6 +718,12 @@ int Main(int argc, char** argv) {
       return Fail("tables", absl::InvalidArgumentError("takes no arguments"));
     }
     return TablesCommand(*client);
+  }
+  if (command == "versions") {
+    if (!args.empty()) {
+      return Fail("versions", absl::InvalidArgumentError("takes no arguments"));
+    }
+    return VersionsCommand(*client);
   }
   if (command == "health") {
     return HealthCommand(*client, args);

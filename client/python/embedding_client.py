@@ -1,5 +1,5 @@
 """A small Python client for embedding.v1.EmbeddingService, and for EmbeddingAdminService (row
-updates, on the server's admin listener).
+updates and saved versions, on the server's admin listener).
 
 Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed
 with this package (`pip install --no-build-isolation --no-use-pep517 client/python` generates
@@ -27,6 +27,11 @@ client certificate on its allow-list (or in plaintext where it runs with --admin
             w.send(ids_a, rows_a, sequence=43)
             w.send(ids_b, rows_b, sequence=44)
             acks = w.finish()                                  # [UpdateAck(...), ...]
+        saved = admin.save_table("items")   # SavedVersion(table, version, sequence, path, bytes)
+
+A table loaded from a version directory (the server's --table=NAME=DIR, DIR/1/, DIR/2/, ...)
+is saved as the next version; a restarted server serves the newest, and
+EmbeddingClient.versions() reports {table: (version, sequence)}.
 
 Errors are grpc.RpcError with the server's code and message (e.g. OUT_OF_RANGE naming the id).
 A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILABLE.
@@ -145,14 +150,22 @@ class EmbeddingClient:
         return rows.reshape(ids.shape + (dim,))
 
     def list_tables(self, timeout=None):
-        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows}, ...], the
-        default table first. sequence: the last one UpdateRows applied to the table (0: none
-        since it was loaded), which a publisher resumes after; updated_rows: rows written by
-        UpdateRows since the table was loaded."""
+        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows, version}, ...],
+        the default table first. sequence: the last one UpdateRows applied to the table (0: none
+        since it was loaded, or the saved version's), which a publisher resumes after;
+        updated_rows: rows written by UpdateRows since the table was loaded; version: for a
+        table loaded from a version directory (DIR/N/), the version it was loaded from or last
+        saved as (save_table), else 0."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim, dtype=_BY_ENUM.get(t.dtype, "unknown"),
                      device=t.device, is_default=t.is_default, sequence=t.sequence,
-                     updated_rows=t.updated_rows) for t in response.tables]
+                     updated_rows=t.updated_rows, version=t.version) for t in response.tables]
+
+    def versions(self, timeout=None):
+        """{name: (version, sequence)} for every table, from list_tables(): its version (loaded
+        from or last saved as; 0: not from a version directory) and the last update sequence
+        applied to it."""
+        return {t["name"]: (t["version"], t["sequence"]) for t in self.list_tables(timeout)}
 
 
 
@@ -160,6 +173,13 @@ UpdateAck = collections.namedtuple("UpdateAck", "table sequence rows")
 UpdateAck.__doc__ = """The server's answer to one applied update: the table written (by name,
 also when the update named none), the update's sequence (now the table's last applied one) and
 the rows written (distinct ids). Its rows are seen by every lookup that starts after it."""
+
+
+SavedVersion = collections.namedtuple("SavedVersion", "table version sequence path bytes")
+SavedVersion.__doc__ = """The version EmbeddingAdminClient.save_table wrote: the table (by name,
+also when the call named none), the new version's number (its directory is DIR/<version>), the
+last update sequence applied to the rows saved, the file written (as the server sees it) and its
+size in bytes. A server restarted on the same directory serves it with that sequence."""
 
 
 def _float_to_bfloat16_bits(values):
@@ -375,6 +395,19 @@ class EmbeddingAdminClient:
         request = update_request(ids, rows, sequence, table, dtype)
         with self.open_writer(timeout=timeout) as writer:
             return writer._write(request)
+
+    def save_table(self, table="", timeout=None):
+        """Has the server write `table` ("" the server's default) as it is now, its updates
+        included, as the next version of the table's version directory; returns its
+        SavedVersion once the version is complete on disk. Updates of the table wait while it is
+        written; lookups go on. Errors are grpc.RpcError: NOT_FOUND (table),
+        FAILED_PRECONDITION (the table was not loaded from a version directory), ABORTED (a save
+        of the table is already running), INTERNAL (the write failed; no version was left),
+        PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may still complete), ..."""
+        response = self._stub.SaveTable(admin_pb.SaveTableRequest(table=table),
+                                        timeout=timeout or self._timeout)
+        return SavedVersion(response.table, response.version, response.sequence, response.path,
+                            response.bytes)
 
     def open_writer(self, timeout=None, max_unacked=256):
         """A RowWriter on a new UpdateRows stream, whose deadline is `timeout` from now."""

@@ -3,10 +3,14 @@
 // element with a model of the table (the demo table's rows, overwritten by each acknowledged
 // update, last write winning); a refused message ends the stream after the earlier acks;
 // ListTables reports the sequence and the rows written; mutual TLS with the client's TlsOptions.
-// The server's own guarantees are tests/integration/update_rows_test.
+// SaveTable on a table from a version directory (DIR/1/t.npy): the version it returns is on disk
+// and is what a restarted server serves, row by row, with its version and sequence; after it, the
+// sequence goes on from the saved one. The server's own guarantees are
+// tests/integration/update_rows_test.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <random>
 #include <string>
@@ -24,6 +28,7 @@
 #include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/table_files.h"
 
 namespace emb::client {
 namespace {
@@ -51,6 +56,8 @@ class TableModel {
     const std::string bytes = demo.Rows(all);
     std::memcpy(values_.data(), bytes.data(), bytes.size());
   }
+  // kRows x kDim float32 values, row-major.
+  explicit TableModel(std::vector<float> values) : values_(std::move(values)) {}
 
   // Applies `update` as the server does: each row converted from its type to float32.
   void Apply(const RowUpdate& update) {
@@ -223,6 +230,14 @@ TEST_F(AdminClientServerTest, RefusedMessageEndsTheStreamAfterTheEarlierAcks) {
   model_.ExpectServed(*lookup_);
 }
 
+// The demo table is not from a version directory: nothing to save it to.
+TEST_F(AdminClientServerTest, SaveTableWantsATableFromAVersionDirectory) {
+  EXPECT_THAT(admin_->SaveTable("", kTimeout), StatusIs(absl::StatusCode::kFailedPrecondition));
+  EXPECT_THAT(admin_->SaveTable("nope", kTimeout),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("nope")));
+  EXPECT_EQ(Table().version, 0);
+}
+
 TEST_F(AdminClientServerTest, TheLookUpPortHasNoAdminService) {
   std::mt19937_64 rng(4);
   AdminClient wrong(CreateInsecureChannel(server_->target()));
@@ -265,6 +280,110 @@ TEST(AdminClientTlsTest, AllowedWriterIsServedAndOthersRefused) {
   TableModel model;
   model.Apply(u);
   model.ExpectServed(*EmbeddingClient::Connect((*server)->target()));
+}
+
+// A table served from a version directory, DIR/1/t.npy at first, across restarts of the server on
+// the same DIR.
+class SaveTableServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::create_directories(dir_ + "/1"));
+    const std::string bytes = testing::RandomRows(DataType::kFloat32, kRows * kDim, /*seed=*/9);
+    ASSERT_THAT(
+        testing::WriteFile(dir_ + "/1/t.npy", testing::NpyFile("<f4", {kRows, kDim}, bytes)),
+        IsOk());
+    std::vector<float> values(kRows * kDim);
+    std::memcpy(values.data(), bytes.data(), bytes.size());
+    model_ = std::make_unique<TableModel>(std::move(values));
+    Restart();
+  }
+
+  // Starts a server on DIR (SIGKILLing the one before, if any: a save must be durable by the
+  // time it returns, with no clean shutdown after it).
+  void Restart() {
+    server_.reset();
+    auto server = ServerProcess::Start({"--table=t=" + dir_, "--admin_address=127.0.0.1:0",
+                                        "--admin_insecure", "--drain_seconds=0"});
+    ASSERT_THAT(server, IsOk());
+    server_ = *std::move(server);
+    admin_ = AdminClient::Connect(server_->admin_target());
+    lookup_ = EmbeddingClient::Connect(server_->target());
+  }
+
+  TableInfo Table() {
+    absl::StatusOr<std::vector<TableInfo>> tables = lookup_->ListTables(kTimeout);
+    EXPECT_THAT(tables, IsOk());
+    return tables.ok() && !tables->empty() ? tables->front() : TableInfo();
+  }
+
+  // Sends `n` updates of 40 rows in each dtype in turn, from `sequence` + 1; applies them to
+  // `model` (which may be a copy of model_) and returns the last sequence.
+  int64_t Update(std::mt19937_64& rng, int n, int64_t sequence, TableModel* model) {
+    for (int k = 0; k < n; ++k) {
+      const RowUpdate u = RandomUpdate(rng, 40, kTypes[k % 3], ++sequence);
+      absl::StatusOr<UpdateAck> ack = admin_->UpdateRows(u, kTimeout);
+      EXPECT_THAT(ack, IsOk());
+      model->Apply(u);
+    }
+    return sequence;
+  }
+
+  const testing::TempDir tmp_;
+  const std::string dir_ = tmp_.File("t");
+  std::unique_ptr<TableModel> model_;
+  std::unique_ptr<ServerProcess> server_;
+  std::unique_ptr<AdminClient> admin_;
+  std::unique_ptr<EmbeddingClient> lookup_;
+};
+
+TEST_F(SaveTableServerTest, ASavedVersionIsServedAfterARestart) {
+  TableInfo t = Table();
+  EXPECT_EQ(t.name, "t");
+  EXPECT_EQ(t.version, 1);
+  EXPECT_EQ(t.sequence, 0);
+  model_->ExpectServed(*lookup_);
+  std::mt19937_64 rng(10);
+  const int64_t saved_sequence = Update(rng, 6, 0, model_.get());
+  absl::StatusOr<SavedVersion> saved = admin_->SaveTable("", kTimeout);
+  ASSERT_THAT(saved, IsOk());
+  EXPECT_EQ(saved->table, "t");
+  EXPECT_EQ(saved->version, 2);
+  EXPECT_EQ(saved->sequence, saved_sequence);
+  EXPECT_EQ(std::filesystem::path(saved->path).parent_path(), std::filesystem::path(dir_ + "/2"))
+      << saved->path;
+  std::error_code error;
+  EXPECT_EQ(std::filesystem::file_size(saved->path, error), static_cast<uintmax_t>(saved->bytes))
+      << saved->path << ": " << error.message();
+  EXPECT_GT(saved->bytes, kRows * kDim * 4);
+  t = Table();
+  EXPECT_EQ(t.version, 2);  // the running server's table is now version 2
+  EXPECT_EQ(t.sequence, saved_sequence);
+  // Updates after the save are served now, but are not in version 2.
+  TableModel after_save = *model_;
+  Update(rng, 2, saved_sequence, &after_save);
+  after_save.ExpectServed(*lookup_);
+
+  Restart();
+  t = Table();
+  EXPECT_EQ(t.version, 2);
+  EXPECT_EQ(t.sequence, saved_sequence);
+  EXPECT_EQ(t.updated_rows, 0);
+  model_->ExpectServed(*lookup_);
+  // The sequence goes on from the saved one.
+  EXPECT_THAT(
+      admin_->UpdateRows(RandomUpdate(rng, 1, DataType::kFloat32, saved_sequence), kTimeout),
+      StatusIs(absl::StatusCode::kFailedPrecondition));
+  const int64_t second_sequence = Update(rng, 3, saved_sequence, model_.get());
+  saved = admin_->SaveTable("t", kTimeout);
+  ASSERT_THAT(saved, IsOk());
+  EXPECT_EQ(saved->version, 3);
+  EXPECT_EQ(saved->sequence, second_sequence);
+
+  Restart();
+  t = Table();
+  EXPECT_EQ(t.version, 3);
+  EXPECT_EQ(t.sequence, second_sequence);
+  model_->ExpectServed(*lookup_);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 // AdminClient and RowWriter against an in-process gRPC server that keeps the UpdateRows contract
 // of embedding_admin.proto on a small float32 table of its own (one message at a time, in order,
 // one ack each; the first bad message ends the stream with a status and applies nothing), with
-// modes that break it (a wrong ack, an early OK end, no acks at all). The real server's side is
-// covered by admin_client_server_test and tests/tools/admin_update_check.sh.
+// modes that break it (a wrong ack, an early OK end, no acks at all); SaveTable against the same
+// fake, which keeps each saved version's rows and sequence (and a mode whose save never ends).
+// The real server's side is covered by admin_client_server_test, tests/tools/admin_update_check.sh
+// and tests/tools/save_table_check.sh.
 #include "client/admin_client.h"
 
 #include <grpcpp/server.h>
@@ -23,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/embedding_client.h"
 #include "embedding/v1/embedding_admin.grpc.pb.h"
@@ -53,7 +56,7 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
     kServe,          // the contract
     kWrongAck,       // acks sequence + 1
     kEndOkAfterOne,  // reads one message, ends the stream OK without an ack
-    kNeverAck,       // reads every message, acks none
+    kNeverAck,       // reads every message, acks none; SaveTable waits for ReleaseSaves()
   };
   explicit FakeAdmin(Mode mode) : mode_(mode) {}
 
@@ -86,6 +89,49 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
       ++ended_;
     }
     return status;
+  }
+
+  // Saves the table as version 1, 2, ... (FAILED_PRECONDITION after set_has_versions(false)),
+  // keeping its rows for SavedRows().
+  grpc::Status SaveTable(grpc::ServerContext*, const pb::SaveTableRequest* request,
+                         pb::SaveTableResponse* response) override {
+    if (mode_ == Mode::kNeverAck) {
+      release_saves_.WaitForNotification();
+      return {grpc::StatusCode::UNAVAILABLE, "released"};
+    }
+    absl::MutexLock lock(&mu_);
+    save_requests_.push_back(request->table());
+    if (!request->table().empty() && request->table() != "t") {
+      return {grpc::StatusCode::NOT_FOUND, absl::StrCat("no table '", request->table(), "'")};
+    }
+    if (!has_versions_) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "table 't' was not loaded from a version directory"};
+    }
+    saved_.push_back(table_);
+    const int64_t version = static_cast<int64_t>(saved_.size());
+    response->set_table("t");
+    response->set_version(version);
+    response->set_sequence(last_sequence_);
+    response->set_path(absl::StrCat("/versions/t/", version, "/t.safetensors"));
+    response->set_bytes(kRows * kDim * 4 + 128 + version);
+    return grpc::Status::OK;
+  }
+
+  void set_has_versions(bool v) {
+    absl::MutexLock lock(&mu_);
+    has_versions_ = v;
+  }
+  // Lets every SaveTable of a kNeverAck fake return.
+  void ReleaseSaves() { release_saves_.Notify(); }
+  // The rows saved as `version` (1-based), row-major.
+  std::vector<float> SavedRows(int64_t version) {
+    absl::MutexLock lock(&mu_);
+    return saved_.at(version - 1);
+  }
+  std::vector<std::string> save_requests() {
+    absl::MutexLock lock(&mu_);
+    return save_requests_;
   }
 
   // Row `id` of the table as it is now (0 where never written).
@@ -143,6 +189,10 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
   int64_t last_sequence_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<int64_t> applied_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  bool has_versions_ ABSL_GUARDED_BY(mu_) = true;
+  std::vector<std::vector<float>> saved_ ABSL_GUARDED_BY(mu_);   // version k at [k - 1]
+  std::vector<std::string> save_requests_ ABSL_GUARDED_BY(mu_);  // their table fields
+  absl::Notification release_saves_;
   int ended_ ABSL_GUARDED_BY(mu_) = 0;  // streams whose handler has returned
 };
 
@@ -159,6 +209,12 @@ class FakeLookUp final : public pb::EmbeddingService::Service {
     t->set_is_default(true);
     t->set_sequence(int64_t{1} << 40);
     t->set_updated_rows(12345);
+    t->set_version(int64_t{3} << 33);
+    pb::TableInfo* other = response->add_tables();  // from a file: version 0
+    other->set_name("u");
+    other->set_rows(1);
+    other->set_dim(1);
+    other->set_dtype(pb::DATA_TYPE_FLOAT32);
     return grpc::Status::OK;
   }
 };
@@ -556,19 +612,88 @@ TEST(RowWriter, SendWaitsForRoomInTheWindow) {
   EXPECT_THAT((*writer)->Finish(), StatusIs(absl::StatusCode::kDeadlineExceeded));
 }
 
-TEST(EmbeddingClient, ListTablesReportsSequenceAndUpdatedRows) {
+TEST(EmbeddingClient, ListTablesReportsSequenceUpdatedRowsAndVersion) {
   FakeLookUp fake;
   InProcessServer server(&fake);
   EmbeddingClient client(server.channel());
   absl::StatusOr<std::vector<TableInfo>> tables = client.ListTables(kTimeout);
   ASSERT_THAT(tables, IsOk());
-  ASSERT_EQ(tables->size(), 1u);
+  ASSERT_EQ(tables->size(), 2u);
   const TableInfo& t = tables->front();
   EXPECT_EQ(t.name, "t");
   EXPECT_EQ(t.dtype, DataType::kFloat16);
   EXPECT_TRUE(t.is_default);
   EXPECT_EQ(t.sequence, int64_t{1} << 40);
   EXPECT_EQ(t.updated_rows, 12345);
+  EXPECT_EQ(t.version, int64_t{3} << 33);
+  EXPECT_EQ((*tables)[1].name, "u");
+  EXPECT_EQ((*tables)[1].version, 0);
+  EXPECT_EQ((*tables)[1].sequence, 0);
+}
+
+// Each save returns every field of the server's answer; the version holds the updates acked
+// before it, and the sequence is the last of them.
+TEST(AdminClient, SaveTableReturnsTheVersionWritten) {
+  FakeAdmin fake(FakeAdmin::Mode::kServe);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  std::mt19937_64 rng(14);
+  const RandomUpdate u = MakeRandom(rng, 20);
+  ASSERT_THAT(client.UpdateRows(ToRowUpdate(u, 41), kTimeout), IsOk());
+  absl::StatusOr<SavedVersion> first = client.SaveTable("", kTimeout);
+  ASSERT_THAT(first, IsOk());
+  EXPECT_EQ(first->table, "t");  // named, though the request left it empty
+  EXPECT_EQ(first->version, 1);
+  EXPECT_EQ(first->sequence, 41);
+  EXPECT_EQ(first->path, "/versions/t/1/t.safetensors");
+  EXPECT_EQ(first->bytes, kRows * kDim * 4 + 129);
+  const RandomUpdate v = MakeRandom(rng, 5);
+  ASSERT_THAT(client.UpdateRows(ToRowUpdate(v, 50), kTimeout), IsOk());
+  absl::StatusOr<SavedVersion> second = client.SaveTable("t", kTimeout);
+  ASSERT_THAT(second, IsOk());
+  EXPECT_EQ(second->table, "t");
+  EXPECT_EQ(second->version, 2);
+  EXPECT_EQ(second->sequence, 50);
+  EXPECT_EQ(second->path, "/versions/t/2/t.safetensors");
+  EXPECT_EQ(second->bytes, kRows * kDim * 4 + 130);
+  EXPECT_THAT(fake.save_requests(), ElementsAre("", "t"));
+  // Version 1 holds u and not v; version 2 both.
+  std::vector<float> model(kRows * kDim, 0.0f);
+  for (size_t i = 0; i < u.ids.size(); ++i) {
+    std::copy_n(u.values.begin() + i * kDim, kDim, model.begin() + u.ids[i] * kDim);
+  }
+  EXPECT_EQ(fake.SavedRows(1), model);
+  for (size_t i = 0; i < v.ids.size(); ++i) {
+    std::copy_n(v.values.begin() + i * kDim, kDim, model.begin() + v.ids[i] * kDim);
+  }
+  EXPECT_EQ(fake.SavedRows(2), model);
+}
+
+TEST(AdminClient, SaveTableReturnsTheServersStatus) {
+  FakeAdmin fake(FakeAdmin::Mode::kServe);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  EXPECT_THAT(client.SaveTable("nope", kTimeout),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no table 'nope'")));
+  fake.set_has_versions(false);
+  EXPECT_THAT(client.SaveTable("t", kTimeout),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version directory")));
+  for (absl::Duration t : {absl::ZeroDuration(), absl::Seconds(-1), absl::InfiniteDuration()}) {
+    EXPECT_THAT(client.SaveTable("t", t), StatusIs(absl::StatusCode::kInvalidArgument))
+        << absl::FormatDuration(t);
+  }
+  EXPECT_THAT(fake.save_requests(), ElementsAre("nope", "t"));  // the bad timeouts sent nothing
+}
+
+TEST(AdminClient, SaveTableTimeoutIsTheCallsDeadline) {
+  FakeAdmin fake(FakeAdmin::Mode::kNeverAck);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(client.SaveTable("t", absl::Milliseconds(300)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  fake.ReleaseSaves();  // before the server shuts down, which waits for the handler
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 """The Python admin client (client/python/embedding_client.py) against an in-process gRPC server
 that keeps the UpdateRows contract of embedding_admin.proto on a small float32 table (one
 message at a time, in order, one ack each; the first bad message ends the stream with a status
-and applies nothing), and the row encoding in each dtype, element by element on random data.
+and applies nothing) and SaveTable (each version keeps the rows and the sequence saved), and the
+row encoding in each dtype, element by element on random data.
 Needs the generated stubs on sys.path (admin_client_test.sh). The real server's side is
-tests/tools/admin_update_check.sh."""
+tests/tools/admin_update_check.sh and tests/tools/save_table_check.sh."""
 
 import threading
 import unittest
@@ -38,6 +39,10 @@ class FakeAdmin(admin_pb_grpc.EmbeddingAdminServiceServicer):
         self.last = 0
         self.applied = []
         self.requests = []
+        self.saved = []          # (rows, sequence) of version k at [k - 1]
+        self.save_requests = []  # their table fields
+        self.has_versions = True
+        self.release_saves = threading.Event()
 
     def UpdateRows(self, request_iterator, context):
         for r in request_iterator:
@@ -61,11 +66,30 @@ class FakeAdmin(admin_pb_grpc.EmbeddingAdminServiceServicer):
                                               rows=len(set(r.ids)))
 
 
+    def SaveTable(self, request, context):
+        if self.mode == "never_ack":  # a save that does not end until released
+            self.release_saves.wait()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+        with self.lock:
+            self.save_requests.append(request.table)
+            if request.table not in ("", "t"):
+                context.abort(grpc.StatusCode.NOT_FOUND, "no table '%s'" % request.table)
+            if not self.has_versions:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              "table 't' was not loaded from a version directory")
+            self.saved.append((self.table.copy(), self.last))
+            version = len(self.saved)
+            return admin_pb.SaveTableResponse(
+                table="t", version=version, sequence=self.last,
+                path="/versions/t/%d/t.safetensors" % version, bytes=ROWS * DIM * 4 + 128 + version)
+
+
 class FakeLookUp(pb_grpc.EmbeddingServiceServicer):
     def ListTables(self, request, context):
-        return pb.ListTablesResponse(tables=[pb.TableInfo(
-            name="t", rows=ROWS, dim=DIM, dtype=pb.DATA_TYPE_FLOAT32, device="cpu",
-            is_default=True, sequence=1 << 40, updated_rows=12345)])
+        return pb.ListTablesResponse(tables=[
+            pb.TableInfo(name="t", rows=ROWS, dim=DIM, dtype=pb.DATA_TYPE_FLOAT32, device="cpu",
+                         is_default=True, sequence=1 << 40, updated_rows=12345, version=3 << 33),
+            pb.TableInfo(name="u", rows=1, dim=1, dtype=pb.DATA_TYPE_FLOAT16, device="cpu")])
 
 
 class Server:
@@ -275,12 +299,62 @@ class AdminClientTest(unittest.TestCase):
             # The stream ends now, cancelled, not at its deadline a minute later.
             self.assertEqual(call.code(), grpc.StatusCode.CANCELLED)
 
-    def test_list_tables_reports_sequence_and_updated_rows(self):
+    def test_list_tables_reports_sequence_updated_rows_and_version(self):
         with Server(lookup=FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
-            [t] = c.list_tables()
+            t, u = c.list_tables()
+            versions = c.versions()
         self.assertEqual(t["sequence"], 1 << 40)
         self.assertEqual(t["updated_rows"], 12345)
+        self.assertEqual(t["version"], 3 << 33)
         self.assertTrue(t["is_default"])
+        self.assertEqual((u["name"], u["version"], u["sequence"]), ("u", 0, 0))
+        self.assertEqual(versions, {"t": (3 << 33, 1 << 40), "u": (0, 0)})
+
+    def test_save_table_returns_the_version_written(self):
+        fake = FakeAdmin()
+        rng = np.random.default_rng(7)
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            ids, rows = random_update(rng, 20)
+            admin.update_rows(ids, rows, sequence=41)
+            first = admin.save_table()
+            self.assertIsInstance(first, ec.SavedVersion)
+            self.assertEqual(first, ec.SavedVersion("t", 1, 41, "/versions/t/1/t.safetensors",
+                                                    ROWS * DIM * 4 + 129))
+            self.assertEqual((first.version, first.sequence), (1, 41))
+            more, more_rows = random_update(rng, 5)
+            admin.update_rows(more, more_rows, sequence=50)
+            second = admin.save_table("t", timeout=10)
+            self.assertEqual(second, ec.SavedVersion("t", 2, 50, "/versions/t/2/t.safetensors",
+                                                     ROWS * DIM * 4 + 130))
+        self.assertEqual(fake.save_requests, ["", "t"])
+        model = np.zeros((ROWS, DIM), np.float32)
+        model[ids] = rows
+        np.testing.assert_array_equal(fake.saved[0][0], model)
+        model[more] = more_rows
+        np.testing.assert_array_equal(fake.saved[1][0], model)
+
+    def test_save_table_errors_are_rpc_errors(self):
+        fake = FakeAdmin()
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            with self.assertRaises(grpc.RpcError) as e:
+                admin.save_table("nope")
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn("no table 'nope'", e.exception.details())
+            fake.has_versions = False
+            with self.assertRaises(grpc.RpcError) as e:
+                admin.save_table()
+            self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertEqual(fake.saved, [])
+
+    def test_save_table_timeout_is_the_calls_deadline(self):
+        fake = FakeAdmin("never_ack")
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            try:
+                with self.assertRaises(grpc.RpcError) as e:
+                    admin.save_table(timeout=0.3)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+            finally:
+                fake.release_saves.set()
 
 
 if __name__ == "__main__":
