@@ -108,7 +108,6 @@ TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   const std::vector<std::pair<std::string, std::string>> cases = {
       {dir.File("missing.npy"), "cannot open: No such file or directory"},
-      {dir.path(), "a directory, not a regular file"},
       {fifo, "a FIFO, not a regular file"},
       {"/dev/zero", "a character device, not a regular file"},
       {dir.File("plain") + "/t.npy", "cannot open: Not a directory"},
@@ -119,6 +118,14 @@ TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(path + ": " + message)) << exit.log;
     EXPECT_THAT(exit.log, Not(HasSubstr("listening"))) << path;
   }
+  // A directory is a version directory (DIR/1/, DIR/2/, ...): one without a version says so.
+  const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=t=" + dir.path()});
+  EXPECT_EQ(exit.code, 1) << exit.log;
+  EXPECT_THAT(StoppingLine(exit.log),
+              HasSubstr("no version in " + dir.path() +
+                        " can be served (it holds no numbered version directory"))
+      << exit.log;
+  EXPECT_THAT(exit.log, Not(HasSubstr("listening")));
 }
 
 // Flag files are read before Abseil follows them: a directory, a FIFO or /dev/zero, and a file
