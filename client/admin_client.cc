@@ -278,4 +278,30 @@ absl::StatusOr<SavedVersion> AdminClient::SaveTable(absl::string_view table,
   return saved;
 }
 
+absl::StatusOr<LoadedVersion> AdminClient::LoadVersion(absl::string_view table, int64_t version,
+                                                       absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  if (version < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("version must be 0 (the newest) or a version number, got ", version));
+  }
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  pb::LoadVersionRequest request;
+  request.set_table(std::string(table));
+  request.set_version(version);
+  pb::LoadVersionResponse response;
+  if (grpc::Status s = stub_->LoadVersion(&ctx, request, &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  LoadedVersion loaded;
+  loaded.table = std::move(*response.mutable_table());
+  loaded.version = response.version();
+  loaded.sequence = response.sequence();
+  loaded.pinned = response.pinned();
+  return loaded;
+}
+
 }  // namespace emb::client

@@ -1,6 +1,6 @@
 // AdminClient: a typed C++ client for embedding.v1.EmbeddingAdminService, which overwrites rows of
-// the tables a server serves and saves them as new versions (the server's --admin_address
-// listener; off unless the operator opens it).
+// the tables a server serves, saves them as new versions and loads (pins) saved versions (the
+// server's --admin_address listener; off unless the operator opens it).
 //
 // As in EmbeddingClient, every call takes a timeout, which becomes the RPC's deadline (for a
 // RowWriter: the deadline of its whole stream), and errors come back as absl::Status with the
@@ -61,6 +61,16 @@ struct SavedVersion {
   int64_t sequence = 0;  // the last update sequence applied to the rows saved
   std::string path;      // the file written, as the server sees it
   int64_t bytes = 0;     // bytes written
+};
+
+// The version that AdminClient::LoadVersion made the server serve: every LookUp that starts after
+// the call returned reads it. ListTables reports its `version`, `sequence` and `pinned` (as
+// TableInfo::version_pinned).
+struct LoadedVersion {
+  std::string table;     // by name, also when the request left it empty
+  int64_t version = 0;   // the version served from now on (the newest, for a request of 0)
+  int64_t sequence = 0;  // its last applied update sequence (from its metadata; 0 if none)
+  bool pinned = false;   // whether polling (--version_poll_seconds) leaves the table on it
 };
 
 // `values` as little-endian elements of `dtype` (float16 and bfloat16 rounded to nearest even, as
@@ -182,6 +192,19 @@ class AdminClient {
   // failed; no version was left), UNAVAILABLE, PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may
   // still complete); INVALID_ARGUMENT without calling if `timeout` is not positive and finite.
   absl::StatusOr<SavedVersion> SaveTable(absl::string_view table, absl::Duration timeout);
+
+  // Has the server serve `version` of `table` (empty: its default table) from the table's version
+  // directory: loaded beside the served one, then swapped in between batches; returns once it is
+  // served. Version 0 means the newest there, and unpins; any other version is served and pinned
+  // (a rollback): the server's polling for newer versions leaves the table on it until a
+  // LoadVersion of 0. Errors: the server's status: NOT_FOUND (unknown table), FAILED_PRECONDITION
+  // (no version directory, a missing or broken version, another shape or type, or no room for
+  // both copies: the served version stays), ABORTED (a save or load of the table is running),
+  // UNAVAILABLE, PERMISSION_DENIED, DEADLINE_EXCEEDED (the load may still complete);
+  // INVALID_ARGUMENT without calling if `version` is negative or `timeout` is not positive and
+  // finite.
+  absl::StatusOr<LoadedVersion> LoadVersion(absl::string_view table, int64_t version,
+                                            absl::Duration timeout);
 
   embedding::v1::EmbeddingAdminService::Stub* stub() const { return stub_.get(); }
 

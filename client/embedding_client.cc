@@ -216,6 +216,7 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.sequence = t.sequence();
     info.updated_rows = t.updated_rows();
     info.version = t.version();
+    info.version_pinned = t.version_pinned();
     tables.push_back(std::move(info));
   }
   return tables;

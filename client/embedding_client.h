@@ -56,6 +56,9 @@ struct TableInfo {
   // For a table loaded from a version directory (DIR/N/): the version it was loaded from, or the
   // one AdminClient::SaveTable last wrote; 0 for a table loaded from a file or the demo table.
   int64_t version = 0;
+  // Whether that version is pinned (AdminClient::LoadVersion of a given version, a rollback): the
+  // server's polling for newer versions leaves the table on it until a LoadVersion of 0.
+  bool version_pinned = false;
 };
 
 // The arguments of one LookUp. An empty `table` selects the server's default table; an empty

@@ -63,8 +63,9 @@ using emb::client::FlagDuration;
 
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
 ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
-          "Deadline of each call (update: of its whole stream; save: of the whole write, which "
-          "for a large table wants more): seconds, or a duration such as 500ms.");
+          "Deadline of each call (update: of its whole stream; save: of the whole write, and "
+          "pin: of the whole load, which for a large table want more): seconds, or a duration "
+          "such as 500ms.");
 ABSL_FLAG(bool, tls, false,
           "Speak TLS to the server (implied by any --tls_* flag); without --tls_ca the server's "
           "certificate must chain to gRPC's default roots.");
@@ -76,23 +77,25 @@ ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: PEM private key of --tls_cert."
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the server's certificate must carry, instead of --target's host.");
 ABSL_FLAG(std::string, admin_target, "localhost:50052",
-          "update, save: address of the server's admin listener (its --admin_address), "
+          "update, save, pin: address of the server's admin listener (its --admin_address), "
           "host:port.");
 ABSL_FLAG(bool, admin_tls, false,
-          "update, save: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
+          "update, save, pin: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
           "without --admin_tls_ca its certificate must chain to gRPC's default roots. None of "
           "them: plaintext, which a server allows only with --admin_insecure on a loopback "
           "address.");
 ABSL_FLAG(std::string, admin_tls_ca, "",
-          "update, save: PEM CA certificate(s) that the admin listener's certificate must be "
+          "update, save, pin: PEM CA certificate(s) that the admin listener's certificate must be "
           "signed by (turns TLS on).");
-ABSL_FLAG(std::string, admin_tls_cert, "",
-          "update, save: PEM certificate (chain) of this client for the admin listener's mutual "
-          "TLS (its identity must be on the server's --admin_allowed_identities), with "
-          "--admin_tls_key.");
-ABSL_FLAG(std::string, admin_tls_key, "", "update, save: PEM private key of --admin_tls_cert.");
+ABSL_FLAG(
+    std::string, admin_tls_cert, "",
+    "update, save, pin: PEM certificate (chain) of this client for the admin listener's mutual "
+    "TLS (its identity must be on the server's --admin_allowed_identities), with "
+    "--admin_tls_key.");
+ABSL_FLAG(std::string, admin_tls_key, "",
+          "update, save, pin: PEM private key of --admin_tls_cert.");
 ABSL_FLAG(std::string, admin_tls_server_name, "",
-          "update, save: name the admin listener's certificate must carry, instead of "
+          "update, save, pin: name the admin listener's certificate must carry, instead of "
           "--admin_target's host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
@@ -158,13 +161,19 @@ constexpr char kUsage[] =
     "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
     "                   (put negative ids after --, e.g. lookup -- -1)\n"
     "  tables           list the server's tables\n"
-    "  versions         each table's version (loaded from or last saved as; 0: not from a\n"
-    "                   version directory) and last applied update sequence, one line a table\n"
+    "  versions         each table's version (served: loaded or last saved; 0: not from a\n"
+    "                   version directory), last applied update sequence and whether the\n"
+    "                   version is pinned, one line a table\n"
     "  health [SERVICE] grpc.health.v1 Check; prints the status, exits 0 only if SERVING\n"
     "  update           overwrite rows through the admin listener (--admin_target): --ids and\n"
     "                   --rows name .npy files; prints each message's ack\n"
     "  save             write --table (empty: the default) as the next version of its version\n"
     "                   directory, through the admin listener; prints the version written\n"
+    "  pin VERSION      serve VERSION of --table (empty: the default) from its version\n"
+    "                   directory and pin it (a rollback: the server's polling leaves the table\n"
+    "                   on it), through the admin listener; pin 0 serves the newest and unpins;\n"
+    "                   prints the version served and whether it is pinned\n"
+    "  unpin            the same as pin 0\n"
     "  bench            load generator; prints req/s, ids/s, payload MB/s, latency percentiles\n"
     "                   and status counts (--json: one JSON object)\n";
 
@@ -351,12 +360,14 @@ int TablesCommand(EmbeddingClient& client) {
   if (!tables.ok()) {
     return Fail("tables", tables.status());
   }
-  std::vector<std::vector<std::string>> cells = {
-      {"NAME", "ROWS", "DIM", "DTYPE", "DEVICE", "DEFAULT", "VERSION", "SEQUENCE", "UPDATED_ROWS"}};
+  std::vector<std::vector<std::string>> cells = {{"NAME", "ROWS", "DIM", "DTYPE", "DEVICE",
+                                                  "DEFAULT", "VERSION", "PINNED", "SEQUENCE",
+                                                  "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
                      t.device, t.is_default ? "yes" : "no", absl::StrCat(t.version),
-                     absl::StrCat(t.sequence), absl::StrCat(t.updated_rows)});
+                     t.version_pinned ? "yes" : "no", absl::StrCat(t.sequence),
+                     absl::StrCat(t.updated_rows)});
   }
   std::vector<size_t> width(cells.front().size(), 0);
   for (const auto& row : cells) {
@@ -375,7 +386,8 @@ int TablesCommand(EmbeddingClient& client) {
   return 0;
 }
 
-// One line a table: "table NAME version V sequence S", in ListTables' order (the default first).
+// One line a table: "table NAME version V sequence S pinned true|false", in ListTables' order
+// (the default first).
 int VersionsCommand(EmbeddingClient& client) {
   absl::StatusOr<std::vector<TableInfo>> tables =
       client.ListTables(absl::GetFlag(FLAGS_timeout).value);
@@ -384,7 +396,8 @@ int VersionsCommand(EmbeddingClient& client) {
   }
   std::string out;
   for (const TableInfo& t : *tables) {
-    absl::StrAppend(&out, "table ", t.name, " version ", t.version, " sequence ", t.sequence, "\n");
+    absl::StrAppend(&out, "table ", t.name, " version ", t.version, " sequence ", t.sequence,
+                    " pinned ", t.version_pinned ? "true" : "false", "\n");
   }
   std::cout << out;
   return 0;
@@ -602,6 +615,35 @@ int SaveCommand(const std::vector<std::string>& args) {
   return 0;
 }
 
+// pin VERSION (unpin: `pin 0`): LoadVersion of --table through the admin listener; prints
+// "table T version V sequence S pinned true|false".
+int PinCommand(const std::string& command, const std::vector<std::string>& args) {
+  int64_t version = 0;
+  if (command == "unpin") {
+    if (!args.empty()) {
+      return Fail(command,
+                  absl::InvalidArgumentError("takes no arguments; name the table with --table"));
+    }
+  } else if (args.size() != 1 || !absl::SimpleAtoi(args[0], &version) || version < 0) {
+    return Fail(command, absl::InvalidArgumentError(
+                             "takes one version number: 0 (the newest, unpinned) or a version "
+                             "to serve and pin; name the table with --table"));
+  }
+  absl::StatusOr<std::optional<TlsOptions>> admin_tls = TlsFromFlags(AdminTlsFlags());
+  if (!admin_tls.ok()) {
+    return Fail(command, admin_tls.status());
+  }
+  absl::StatusOr<LoadedVersion> loaded =
+      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls)
+          ->LoadVersion(absl::GetFlag(FLAGS_table), version, absl::GetFlag(FLAGS_timeout).value);
+  if (!loaded.ok()) {
+    return Fail(command, loaded.status());
+  }
+  std::cout << absl::StrCat("table ", loaded->table, " version ", loaded->version, " sequence ",
+                            loaded->sequence, " pinned ", loaded->pinned ? "true" : "false", "\n");
+  return 0;
+}
+
 // The names of the flags that `argv` sets ("--name", "--name=value", "-name", "--noname"), up to
 // a "--"; read before parsing, so that a config file does not override a flag set to its default.
 std::set<std::string> FlagsOnCommandLine(int argc, char** argv) {
@@ -707,6 +749,9 @@ int Main(int argc, char** argv) {
   }
   if (command == "save") {
     return SaveCommand(args);
+  }
+  if (command == "pin" || command == "unpin") {
+    return PinCommand(command, args);
   }
   std::unique_ptr<EmbeddingClient> client =
       EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);

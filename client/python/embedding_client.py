@@ -1,5 +1,5 @@
 """A small Python client for embedding.v1.EmbeddingService, and for EmbeddingAdminService (row
-updates and saved versions, on the server's admin listener).
+updates, saved versions and loading (pinning) them, on the server's admin listener).
 
 Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed
 with this package (`pip install --no-build-isolation --no-use-pep517 client/python` generates
@@ -28,16 +28,20 @@ client certificate on its allow-list (or in plaintext where it runs with --admin
             w.send(ids_b, rows_b, sequence=44)
             acks = w.finish()                                  # [UpdateAck(...), ...]
         saved = admin.save_table("items")   # SavedVersion(table, version, sequence, path, bytes)
+        admin.load_version(3, "items")      # LoadedVersion(table, version, sequence, pinned)
+        admin.load_version(0, "items")      # back to the newest, unpinned
 
 A table loaded from a version directory (the server's --table=NAME=DIR, DIR/1/, DIR/2/, ...)
-is saved as the next version; a restarted server serves the newest, and
-EmbeddingClient.versions() reports {table: (version, sequence)}.
+is saved as the next version; a restarted server serves the newest, load_version(N) serves and
+pins version N (a rollback) and load_version(0) the newest, unpinned; EmbeddingClient.versions()
+reports {table: TableVersion(version, sequence, pinned)}.
 
 Errors are grpc.RpcError with the server's code and message (e.g. OUT_OF_RANGE naming the id).
 A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILABLE.
 """
 
 import collections
+import numbers
 import queue
 
 import grpc
@@ -150,22 +154,26 @@ class EmbeddingClient:
         return rows.reshape(ids.shape + (dim,))
 
     def list_tables(self, timeout=None):
-        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows, version}, ...],
+        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows, version,
+        version_pinned}, ...],
         the default table first. sequence: the last one UpdateRows applied to the table (0: none
         since it was loaded, or the saved version's), which a publisher resumes after;
         updated_rows: rows written by UpdateRows since the table was loaded; version: for a
         table loaded from a version directory (DIR/N/), the version it was loaded from or last
-        saved as (save_table), else 0."""
+        saved as (save_table) or loaded by load_version, else 0; version_pinned: whether that
+        version is pinned (load_version of a given version), which polling leaves alone."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim, dtype=_BY_ENUM.get(t.dtype, "unknown"),
                      device=t.device, is_default=t.is_default, sequence=t.sequence,
-                     updated_rows=t.updated_rows, version=t.version) for t in response.tables]
+                     updated_rows=t.updated_rows, version=t.version,
+                     version_pinned=t.version_pinned) for t in response.tables]
 
     def versions(self, timeout=None):
-        """{name: (version, sequence)} for every table, from list_tables(): its version (loaded
-        from or last saved as; 0: not from a version directory) and the last update sequence
-        applied to it."""
-        return {t["name"]: (t["version"], t["sequence"]) for t in self.list_tables(timeout)}
+        """{name: TableVersion(version, sequence, pinned)} for every table, from list_tables():
+        its version (served: loaded, last saved or loaded by load_version; 0: not from a version
+        directory), the last update sequence applied to it, and whether the version is pinned."""
+        return {t["name"]: TableVersion(t["version"], t["sequence"], t["version_pinned"])
+                for t in self.list_tables(timeout)}
 
 
 
@@ -175,11 +183,24 @@ also when the update named none), the update's sequence (now the table's last ap
 the rows written (distinct ids). Its rows are seen by every lookup that starts after it."""
 
 
+TableVersion = collections.namedtuple("TableVersion", "version sequence pinned")
+TableVersion.__doc__ = """One table's entry in EmbeddingClient.versions(): the version served (0:
+not from a version directory), the last update sequence applied to it, and whether the version is
+pinned (EmbeddingAdminClient.load_version of a given version)."""
+
+
 SavedVersion = collections.namedtuple("SavedVersion", "table version sequence path bytes")
 SavedVersion.__doc__ = """The version EmbeddingAdminClient.save_table wrote: the table (by name,
 also when the call named none), the new version's number (its directory is DIR/<version>), the
 last update sequence applied to the rows saved, the file written (as the server sees it) and its
 size in bytes. A server restarted on the same directory serves it with that sequence."""
+
+
+LoadedVersion = collections.namedtuple("LoadedVersion", "table version sequence pinned")
+LoadedVersion.__doc__ = """The version EmbeddingAdminClient.load_version made the server serve:
+the table (by name, also when the call named none), the version served from now on (the newest,
+for a call with version 0), its last update sequence (from its metadata; 0 if none) and whether
+it is pinned (the server's polling for newer versions leaves the table on it)."""
 
 
 def _float_to_bfloat16_bits(values):
@@ -408,6 +429,25 @@ class EmbeddingAdminClient:
                                         timeout=timeout or self._timeout)
         return SavedVersion(response.table, response.version, response.sequence, response.path,
                             response.bytes)
+
+    def load_version(self, version=0, table="", timeout=None):
+        """Has the server serve `version` of `table` ("" the server's default) from the table's
+        version directory: loaded beside the served one, then swapped in between batches; returns
+        its LoadedVersion once it is served. version=0: the newest there, unpinned; any other is
+        served and pinned (a rollback): polling for newer versions leaves the table on it until
+        a load_version(0). Errors are grpc.RpcError: NOT_FOUND (table), FAILED_PRECONDITION (no
+        version directory, a missing or broken version, another shape or type, no room for both
+        copies: the served version stays), ABORTED (a save or load of the table is running),
+        PERMISSION_DENIED, DEADLINE_EXCEEDED (the load may still complete), ...; ValueError,
+        before sending, for a version that is not an integer >= 0."""
+        if isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 0:
+            raise ValueError("version must be 0 (the newest) or a version number, got %r"
+                             % (version,))
+        response = self._stub.LoadVersion(
+            admin_pb.LoadVersionRequest(table=table, version=int(version)),
+            timeout=timeout or self._timeout)
+        return LoadedVersion(response.table, response.version, response.sequence,
+                             response.pinned)
 
     def open_writer(self, timeout=None, max_unacked=256):
         """A RowWriter on a new UpdateRows stream, whose deadline is `timeout` from now."""

@@ -2,9 +2,10 @@
 // of embedding_admin.proto on a small float32 table of its own (one message at a time, in order,
 // one ack each; the first bad message ends the stream with a status and applies nothing), with
 // modes that break it (a wrong ack, an early OK end, no acks at all); SaveTable against the same
-// fake, which keeps each saved version's rows and sequence (and a mode whose save never ends).
+// fake, which keeps each saved version's rows and sequence (and a mode whose save never ends), and
+// LoadVersion, which serves one of them again (0: the newest, unpinned; else pinned).
 // The real server's side is covered by admin_client_server_test, tests/tools/admin_update_check.sh
-// and tests/tools/save_table_check.sh.
+// tests/tools/save_table_check.sh and tests/tools/load_version_check.sh.
 #include "client/admin_client.h"
 
 #include <grpcpp/server.h>
@@ -109,6 +110,7 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
               "table 't' was not loaded from a version directory"};
     }
     saved_.push_back(table_);
+    saved_sequences_.push_back(last_sequence_);
     const int64_t version = static_cast<int64_t>(saved_.size());
     response->set_table("t");
     response->set_version(version);
@@ -116,6 +118,43 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
     response->set_path(absl::StrCat("/versions/t/", version, "/t.safetensors"));
     response->set_bytes(kRows * kDim * 4 + 128 + version);
     return grpc::Status::OK;
+  }
+
+  // Serves saved version `version` again (0: the newest saved, unpinned; any other pinned): its
+  // rows and sequence replace the table's. FAILED_PRECONDITION for a version never saved (the
+  // table stays), or after set_has_versions(false).
+  grpc::Status LoadVersion(grpc::ServerContext*, const pb::LoadVersionRequest* request,
+                           pb::LoadVersionResponse* response) override {
+    if (mode_ == Mode::kNeverAck) {
+      release_saves_.WaitForNotification();
+      return {grpc::StatusCode::UNAVAILABLE, "released"};
+    }
+    absl::MutexLock lock(&mu_);
+    load_requests_.emplace_back(request->table(), request->version());
+    if (!request->table().empty() && request->table() != "t") {
+      return {grpc::StatusCode::NOT_FOUND, absl::StrCat("no table '", request->table(), "'")};
+    }
+    if (!has_versions_) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              "table 't' was not loaded from a version directory"};
+    }
+    const int64_t version =
+        request->version() == 0 ? static_cast<int64_t>(saved_.size()) : request->version();
+    if (version < 1 || version > static_cast<int64_t>(saved_.size())) {
+      return {grpc::StatusCode::FAILED_PRECONDITION,
+              absl::StrCat("table 't' has no version ", request->version())};
+    }
+    table_ = saved_[version - 1];
+    last_sequence_ = saved_sequences_[version - 1];
+    response->set_table("t");
+    response->set_version(version);
+    response->set_sequence(last_sequence_);
+    response->set_pinned(request->version() != 0);
+    return grpc::Status::OK;
+  }
+  std::vector<std::pair<std::string, int64_t>> load_requests() {
+    absl::MutexLock lock(&mu_);
+    return load_requests_;
   }
 
   void set_has_versions(bool v) {
@@ -192,6 +231,8 @@ class FakeAdmin final : public pb::EmbeddingAdminService::Service {
   bool has_versions_ ABSL_GUARDED_BY(mu_) = true;
   std::vector<std::vector<float>> saved_ ABSL_GUARDED_BY(mu_);   // version k at [k - 1]
   std::vector<std::string> save_requests_ ABSL_GUARDED_BY(mu_);  // their table fields
+  std::vector<int64_t> saved_sequences_ ABSL_GUARDED_BY(mu_);    // beside saved_
+  std::vector<std::pair<std::string, int64_t>> load_requests_ ABSL_GUARDED_BY(mu_);
   absl::Notification release_saves_;
   int ended_ ABSL_GUARDED_BY(mu_) = 0;  // streams whose handler has returned
 };
@@ -210,6 +251,7 @@ class FakeLookUp final : public pb::EmbeddingService::Service {
     t->set_sequence(int64_t{1} << 40);
     t->set_updated_rows(12345);
     t->set_version(int64_t{3} << 33);
+    t->set_version_pinned(true);
     pb::TableInfo* other = response->add_tables();  // from a file: version 0
     other->set_name("u");
     other->set_rows(1);
@@ -626,8 +668,10 @@ TEST(EmbeddingClient, ListTablesReportsSequenceUpdatedRowsAndVersion) {
   EXPECT_EQ(t.sequence, int64_t{1} << 40);
   EXPECT_EQ(t.updated_rows, 12345);
   EXPECT_EQ(t.version, int64_t{3} << 33);
+  EXPECT_TRUE(t.version_pinned);
   EXPECT_EQ((*tables)[1].name, "u");
   EXPECT_EQ((*tables)[1].version, 0);
+  EXPECT_FALSE((*tables)[1].version_pinned);
   EXPECT_EQ((*tables)[1].sequence, 0);
 }
 
@@ -691,6 +735,83 @@ TEST(AdminClient, SaveTableTimeoutIsTheCallsDeadline) {
   AdminClient client(server.channel());
   const absl::Time start = absl::Now();
   EXPECT_THAT(client.SaveTable("t", absl::Milliseconds(300)),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
+  fake.ReleaseSaves();  // before the server shuts down, which waits for the handler
+}
+
+// LoadVersion returns every field of the server's answer: a given version is served (its rows and
+// sequence) and pinned; 0 serves the newest and unpins.
+TEST(AdminClient, LoadVersionServesAndPinsTheVersion) {
+  FakeAdmin fake(FakeAdmin::Mode::kServe);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  std::mt19937_64 rng(15);
+  const RandomUpdate u = MakeRandom(rng, 20);
+  ASSERT_THAT(client.UpdateRows(ToRowUpdate(u, 7), kTimeout), IsOk());
+  ASSERT_THAT(client.SaveTable("t", kTimeout), IsOk());  // version 1: u, sequence 7
+  const RandomUpdate v = MakeRandom(rng, 30);
+  ASSERT_THAT(client.UpdateRows(ToRowUpdate(v, int64_t{1} << 35), kTimeout), IsOk());
+  ASSERT_THAT(client.SaveTable("t", kTimeout), IsOk());  // version 2: u and v
+
+  absl::StatusOr<LoadedVersion> rollback = client.LoadVersion("", 1, kTimeout);
+  ASSERT_THAT(rollback, IsOk());
+  EXPECT_EQ(rollback->table, "t");  // named, though the request left it empty
+  EXPECT_EQ(rollback->version, 1);
+  EXPECT_EQ(rollback->sequence, 7);
+  EXPECT_TRUE(rollback->pinned);
+  const std::vector<float> version1 = fake.SavedRows(1);
+  for (int64_t id = 0; id < kRows; ++id) {  // the table is version 1's again
+    EXPECT_EQ(fake.Row(id),
+              std::vector<float>(version1.begin() + id * kDim, version1.begin() + (id + 1) * kDim))
+        << id;
+  }
+  absl::StatusOr<LoadedVersion> newest = client.LoadVersion("t", 0, kTimeout);
+  ASSERT_THAT(newest, IsOk());
+  EXPECT_EQ(newest->table, "t");
+  EXPECT_EQ(newest->version, 2);
+  EXPECT_EQ(newest->sequence, int64_t{1} << 35);
+  EXPECT_FALSE(newest->pinned);
+  absl::StatusOr<LoadedVersion> pinned_newest = client.LoadVersion("t", 2, kTimeout);
+  ASSERT_THAT(pinned_newest, IsOk());
+  EXPECT_EQ(pinned_newest->version, 2);
+  EXPECT_TRUE(pinned_newest->pinned);
+  EXPECT_THAT(fake.load_requests(), ElementsAre(std::pair<std::string, int64_t>("", 1),
+                                                std::pair<std::string, int64_t>("t", 0),
+                                                std::pair<std::string, int64_t>("t", 2)));
+}
+
+TEST(AdminClient, LoadVersionReturnsTheServersStatus) {
+  FakeAdmin fake(FakeAdmin::Mode::kServe);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  ASSERT_THAT(client.SaveTable("t", kTimeout), IsOk());
+  EXPECT_THAT(client.LoadVersion("nope", 1, kTimeout),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no table 'nope'")));
+  EXPECT_THAT(client.LoadVersion("t", int64_t{1} << 40, kTimeout),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("no version")));
+  fake.set_has_versions(false);
+  EXPECT_THAT(client.LoadVersion("t", 0, kTimeout),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("version directory")));
+  for (absl::Duration t : {absl::ZeroDuration(), absl::Seconds(-1), absl::InfiniteDuration()}) {
+    EXPECT_THAT(client.LoadVersion("t", 1, t), StatusIs(absl::StatusCode::kInvalidArgument))
+        << absl::FormatDuration(t);
+  }
+  EXPECT_THAT(client.LoadVersion("t", -1, kTimeout),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("-1")));
+  // The bad timeouts and the negative version sent nothing.
+  EXPECT_THAT(fake.load_requests(),
+              ElementsAre(std::pair<std::string, int64_t>("nope", 1),
+                          std::pair<std::string, int64_t>("t", int64_t{1} << 40),
+                          std::pair<std::string, int64_t>("t", 0)));
+}
+
+TEST(AdminClient, LoadVersionTimeoutIsTheCallsDeadline) {
+  FakeAdmin fake(FakeAdmin::Mode::kNeverAck);
+  InProcessServer server(&fake);
+  AdminClient client(server.channel());
+  const absl::Time start = absl::Now();
+  EXPECT_THAT(client.LoadVersion("t", 1, absl::Milliseconds(300)),
               StatusIs(absl::StatusCode::kDeadlineExceeded));
   EXPECT_GE(absl::Now() - start, absl::Milliseconds(290));
   fake.ReleaseSaves();  // before the server shuts down, which waits for the handler

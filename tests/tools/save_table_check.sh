@@ -162,11 +162,13 @@ check_served() {  # check_served TABLE [MODEL]: every row served equals the mode
   "$PY" -c "import savecheck as s; s.check_served('$T', '$1', ${2:+'$2'})" ||
     fail "table $1: served rows differ from the model"
 }
-# versions EXPECTED: `embedding-client versions`, sorted, must be EXPECTED (lines "T V S").
+# versions EXPECTED: `embedding-client versions`, sorted, must be EXPECTED (lines "T V S"); no
+# table is pinned here (tests/tools/load_version_check.sh pins).
 versions() {
   client versions >"$WORK/versions" || fail "versions failed"
   local got
-  got=$(sed -n 's/^table \([^ ]*\) version \([0-9]*\) sequence \([0-9]*\)$/\1 \2 \3/p' \
+  got=$(sed -n \
+    's/^table \([^ ]*\) version \([0-9]*\) sequence \([0-9]*\) pinned false$/\1 \2 \3/p' \
     "$WORK/versions" | sort)
   [[ $(wc -l <"$WORK/versions") == 3 && $got == "$1" ]] ||
     { cat "$WORK/versions"; fail "versions: want $(tr '\n' ',' <<<"$1")"; }
@@ -197,9 +199,9 @@ refused() {
 serve
 versions $'f 0 0\nh 1 0\nt 1 0'
 client tables >"$WORK/tables" || fail "tables failed"
-head -1 "$WORK/tables" | grep -q "  VERSION  SEQUENCE  UPDATED_ROWS$" ||
+head -1 "$WORK/tables" | grep -q "  VERSION  PINNED  SEQUENCE  UPDATED_ROWS$" ||
   { cat "$WORK/tables"; fail "tables: no VERSION column"; }
-grep -qE "^t .* 1 +0 +0$" "$WORK/tables" || { cat "$WORK/tables"; fail "tables: t's version"; }
+grep -qE "^t .* 1 +no +0 +0$" "$WORK/tables" || { cat "$WORK/tables"; fail "tables: t's version"; }
 for t in t h f; do check_served $t; done
 
 # Updates through the CLI: t in float32, float16 (messages of 7: sequences 5 to 10) and float32
@@ -240,7 +242,8 @@ versions $'f 0 0\nh 2 2\nt 2 11'
 for t in t h; do check_served $t saved_$t; done
 check_served f
 client tables >"$WORK/tables" || fail "tables failed"
-grep -qE "^t .* 2 +11 +0$" "$WORK/tables" || { cat "$WORK/tables"; fail "tables after restart"; }
+grep -qE "^t .* 2 +no +11 +0$" "$WORK/tables" ||
+  { cat "$WORK/tables"; fail "tables after restart"; }
 [[ $(ls -A "$WORK/t") == $'1\n2' ]] || { ls -la "$WORK/t"; fail "t/ holds more than 1/ and 2/"; }
 # The sequence goes on from the saved one: --sequence=0 takes 12 from ListTables.
 cp "$M/saved_t.npy" "$M/model_t.npy"
@@ -260,7 +263,8 @@ from embedding_client import EmbeddingAdminClient, EmbeddingClient, SavedVersion
 target, admin_target = sys.argv[1:]
 rng = np.random.default_rng(37)
 with EmbeddingClient(target) as c, EmbeddingAdminClient(admin_target) as admin:
-    assert c.versions() == {"t": (2, 12), "h": (2, 2), "f": (0, 0)}, c.versions()
+    assert c.versions() == {"t": (2, 12, False), "h": (2, 2, False), "f": (0, 0, False)}, \
+        c.versions()
     info = {t["name"]: t for t in c.list_tables()}
     assert (info["t"]["version"], info["h"]["version"], info["f"]["version"]) == (2, 2, 0), info
     for table, sequence, dtype in (("h", 3, "bfloat16"), ("t", 13, "float16"), ("h", 4, None)):
@@ -298,7 +302,8 @@ for t in t h; do check_served $t saved_$t; done
 from embedding_client import EmbeddingClient
 with EmbeddingClient('$T') as c:
     v = c.versions()
-assert v == {'t': (3, 13), 'h': (3, 4), 'f': (0, 0)}, v" || fail "Python versions() after restart"
+assert v == {'t': (3, 13, False), 'h': (3, 4, False), 'f': (0, 0, False)}, v" ||
+  fail "Python versions() after restart"
 
 # Mutual TLS on the admin listener: a client off the allow-list cannot save, the writer can.
 C=$WORK/certs

@@ -1,10 +1,12 @@
 """The Python admin client (client/python/embedding_client.py) against an in-process gRPC server
 that keeps the UpdateRows contract of embedding_admin.proto on a small float32 table (one
 message at a time, in order, one ack each; the first bad message ends the stream with a status
-and applies nothing) and SaveTable (each version keeps the rows and the sequence saved), and the
+and applies nothing), SaveTable (each version keeps the rows and the sequence saved) and
+LoadVersion (serves a saved version again: 0 the newest, unpinned; any other pinned), and the
 row encoding in each dtype, element by element on random data.
 Needs the generated stubs on sys.path (admin_client_test.sh). The real server's side is
-tests/tools/admin_update_check.sh and tests/tools/save_table_check.sh."""
+tests/tools/admin_update_check.sh, tests/tools/save_table_check.sh and
+tests/tools/load_version_check.sh."""
 
 import threading
 import unittest
@@ -41,6 +43,7 @@ class FakeAdmin(admin_pb_grpc.EmbeddingAdminServiceServicer):
         self.requests = []
         self.saved = []          # (rows, sequence) of version k at [k - 1]
         self.save_requests = []  # their table fields
+        self.load_requests = []  # (table, version) of each LoadVersion
         self.has_versions = True
         self.release_saves = threading.Event()
 
@@ -84,11 +87,33 @@ class FakeAdmin(admin_pb_grpc.EmbeddingAdminServiceServicer):
                 path="/versions/t/%d/t.safetensors" % version, bytes=ROWS * DIM * 4 + 128 + version)
 
 
+    def LoadVersion(self, request, context):
+        if self.mode == "never_ack":  # a load that does not end until released
+            self.release_saves.wait()
+            context.abort(grpc.StatusCode.UNAVAILABLE, "released")
+        with self.lock:
+            self.load_requests.append((request.table, request.version))
+            if request.table not in ("", "t"):
+                context.abort(grpc.StatusCode.NOT_FOUND, "no table '%s'" % request.table)
+            if not self.has_versions:
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              "table 't' was not loaded from a version directory")
+            version = request.version or len(self.saved)
+            if not 1 <= version <= len(self.saved):
+                context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                              "table 't' has no version %d" % request.version)
+            rows, self.last = self.saved[version - 1]
+            self.table = rows.copy()
+            return admin_pb.LoadVersionResponse(table="t", version=version, sequence=self.last,
+                                                pinned=request.version != 0)
+
+
 class FakeLookUp(pb_grpc.EmbeddingServiceServicer):
     def ListTables(self, request, context):
         return pb.ListTablesResponse(tables=[
             pb.TableInfo(name="t", rows=ROWS, dim=DIM, dtype=pb.DATA_TYPE_FLOAT32, device="cpu",
-                         is_default=True, sequence=1 << 40, updated_rows=12345, version=3 << 33),
+                         is_default=True, sequence=1 << 40, updated_rows=12345, version=3 << 33,
+                         version_pinned=True),
             pb.TableInfo(name="u", rows=1, dim=1, dtype=pb.DATA_TYPE_FLOAT16, device="cpu")])
 
 
@@ -306,9 +331,14 @@ class AdminClientTest(unittest.TestCase):
         self.assertEqual(t["sequence"], 1 << 40)
         self.assertEqual(t["updated_rows"], 12345)
         self.assertEqual(t["version"], 3 << 33)
+        self.assertIs(t["version_pinned"], True)
+        self.assertIs(u["version_pinned"], False)
         self.assertTrue(t["is_default"])
         self.assertEqual((u["name"], u["version"], u["sequence"]), ("u", 0, 0))
-        self.assertEqual(versions, {"t": (3 << 33, 1 << 40), "u": (0, 0)})
+        self.assertEqual(versions, {"t": (3 << 33, 1 << 40, True), "u": (0, 0, False)})
+        self.assertIsInstance(versions["t"], ec.TableVersion)
+        self.assertEqual((versions["t"].version, versions["t"].sequence, versions["t"].pinned),
+                         (3 << 33, 1 << 40, True))
 
     def test_save_table_returns_the_version_written(self):
         fake = FakeAdmin()
@@ -352,6 +382,62 @@ class AdminClientTest(unittest.TestCase):
             try:
                 with self.assertRaises(grpc.RpcError) as e:
                     admin.save_table(timeout=0.3)
+                self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
+            finally:
+                fake.release_saves.set()
+
+    def test_load_version_serves_and_pins_the_version(self):
+        fake = FakeAdmin()
+        rng = np.random.default_rng(8)
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            ids, rows = random_update(rng, 20)
+            admin.update_rows(ids, rows, sequence=7)
+            admin.save_table()                       # version 1
+            more, more_rows = random_update(rng, 30)
+            admin.update_rows(more, more_rows, sequence=1 << 35)
+            admin.save_table()                       # version 2
+            rollback = admin.load_version(1)
+            self.assertIsInstance(rollback, ec.LoadedVersion)
+            self.assertEqual(rollback, ec.LoadedVersion("t", 1, 7, True))
+            self.assertEqual((rollback.version, rollback.sequence, rollback.pinned), (1, 7, True))
+            model = np.zeros((ROWS, DIM), np.float32)
+            model[ids] = rows
+            np.testing.assert_array_equal(fake.table, model)
+            newest = admin.load_version(table="t", timeout=10)
+            self.assertEqual(newest, ec.LoadedVersion("t", 2, 1 << 35, False))
+            model[more] = more_rows
+            np.testing.assert_array_equal(fake.table, model)
+            pinned = admin.load_version(np.int64(2), "t")  # NumPy integers are versions too
+            self.assertEqual(pinned, ec.LoadedVersion("t", 2, 1 << 35, True))
+        self.assertEqual(fake.load_requests, [("", 1), ("t", 0), ("t", 2)])
+
+    def test_load_version_errors(self):
+        fake = FakeAdmin()
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            admin.save_table()
+            with self.assertRaises(grpc.RpcError) as e:
+                admin.load_version(1, "nope")
+            self.assertEqual(e.exception.code(), grpc.StatusCode.NOT_FOUND)
+            self.assertIn("no table 'nope'", e.exception.details())
+            with self.assertRaises(grpc.RpcError) as e:
+                admin.load_version(5)
+            self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+            self.assertIn("no version 5", e.exception.details())
+            fake.has_versions = False
+            with self.assertRaises(grpc.RpcError) as e:
+                admin.load_version()
+            self.assertEqual(e.exception.code(), grpc.StatusCode.FAILED_PRECONDITION)
+            for bad in (-1, 1.5, "2", True, None):
+                with self.assertRaises(ValueError, msg=repr(bad)):
+                    admin.load_version(bad)
+        self.assertEqual(fake.load_requests, [("nope", 1), ("", 5), ("", 0)])  # ValueError: none
+
+    def test_load_version_timeout_is_the_calls_deadline(self):
+        fake = FakeAdmin("never_ack")
+        with Server(admin=fake) as server, ec.EmbeddingAdminClient(server.target) as admin:
+            try:
+                with self.assertRaises(grpc.RpcError) as e:
+                    admin.load_version(1, timeout=0.3)
                 self.assertEqual(e.exception.code(), grpc.StatusCode.DEADLINE_EXCEEDED)
             finally:
                 fake.release_saves.set()
