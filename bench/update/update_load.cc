@@ -12,6 +12,7 @@
 //               [--window=4] [--rows_per_second=0] [--duration_s=10]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
@@ -49,7 +50,7 @@ double Percentile(std::vector<double> v, double p) {
     return 0;
   }
   std::sort(v.begin(), v.end());
-  const auto i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  const auto i = static_cast<size_t>(std::lround(p * static_cast<double>(v.size() - 1)));
   return v[std::min(i, v.size() - 1)];
 }
 

@@ -88,7 +88,7 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
     update.rows = *std::move(prepared);
     update.sequence = request_.sequence();
     update.received = received;
-    update.done = [this, name = info.name](absl::StatusOr<int64_t> written) {
+    update.done = [this, name = info.name](const absl::StatusOr<int64_t>& written) {
       Applied(name, written);
     };
     applying_ = true;

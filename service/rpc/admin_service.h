@@ -44,7 +44,7 @@ class UpdateRowsCall;
 class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::CallbackService {
  public:
   // `clock` (for the update-latency histogram) must outlive the service.
-  AdminServiceImpl(AdminOptions options, Clock* clock = Clock::Real());
+  explicit AdminServiceImpl(AdminOptions options, Clock* clock = Clock::Real());
   // Shutdown() must have run and every stream must have ended (the admin gRPC server is down).
   ~AdminServiceImpl() override;
 

@@ -46,7 +46,7 @@ absl::StatusOr<LoadedVersion> Load(ServedTable& table, int64_t version, bool pin
   swap.table = std::move(prepared);
   swap.sequence = (*source)->sequence();
   swap.received = clock->Now();
-  swap.done = [&](absl::StatusOr<int64_t> done) {
+  swap.done = [&](const absl::StatusOr<int64_t>& done) {
     status = done.status();
     swapped.Notify();
   };
