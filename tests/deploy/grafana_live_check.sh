@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # The dashboard against reality: a real Prometheus (Debian's, on loopback) with deploy/prometheus's
 # scrape config and rules scrapes a real server under load from `embedding-client bench`, its
-# tables rewritten meanwhile through the admin listener by update_load (bench/update: UpdateRows
-# streams of a few seconds each, one after another, so that streams end and their codes are
-# counted); every panel query returns data (dashboard_queries.py; those of metrics a CPU server
-# lacks, on synthetic series), so do the recording rules and the prometheus-adapter rule, and
-# render_dashboard.py draws the panels from it. The picture's text chunk must list the
-# dashboard's panels and queries, and so must docs/dashboard.png's (dashboard_png.py): a
-# change of the dashboard fails here until the picture is redrawn.
+# default table rewritten meanwhile through the admin listener by update_load (bench/update:
+# UpdateRows streams of a few seconds each, one after another, so that streams end and their
+# codes are counted), and a second table, served from a version directory, saved, pinned to its
+# first version, refused a missing one and unpinned after each of those streams
+# (`embedding-client save`, `pin`, `unpin`: SaveTable and LoadVersion); every panel query
+# returns data (dashboard_queries.py; those of metrics a CPU server lacks, on synthetic series),
+# so do the recording rules and the prometheus-adapter rule, and render_dashboard.py draws the
+# panels from it. The picture's text chunk must list the dashboard's panels and queries, and so
+# must docs/dashboard.png's (dashboard_png.py): a change of the dashboard fails here until the
+# picture is redrawn.
 #   grafana_live_check.sh SERVER CLIENT UPDATE_LOAD
 # With DASHBOARD_PNG=PATH it also lets the load run for LOAD_SECONDS (default 90) and draws that
 # span into PATH, which it checks instead of docs/dashboard.png: how docs/dashboard.png is made.
@@ -20,8 +23,19 @@ command -v prometheus >/dev/null || fail "Debian's prometheus is not installed (
 "$PY" -c 'import matplotlib, yaml' 2>/dev/null ||
   fail "python3-matplotlib or python3-yaml is not installed (scripts/install-deps)"
 
-start_server "$SERVER" --demo_table=20000x32 --drain_seconds=0 \
-  --admin_address=127.0.0.1:0 --admin_insecure
+# Two tables: demo, the default, from a plain file (version 0); items from a version directory
+# (items/1/items.npy), whose saves write items/2/, items/3/, ...
+"$PY" - "$WORK" <<'PY'
+import os, sys
+import numpy as np
+work = sys.argv[1]
+rng = np.random.default_rng(42)
+np.save(f"{work}/demo.npy", rng.uniform(-1, 1, (20000, 32)).astype(np.float32))
+os.makedirs(f"{work}/items/1")
+np.save(f"{work}/items/1/items.npy", rng.uniform(-1, 1, (1000, 32)).astype(np.float32))
+PY
+start_server "$SERVER" --table=demo="$WORK/demo.npy" --table=items="$WORK/items" \
+  --drain_seconds=0 --admin_address=127.0.0.1:0 --admin_insecure
 ADMIN_PORT=$(sed -n 's/.*admin service (UpdateRows) on [^ ]*:\([0-9]*\),.*/\1/p' "$SERVER_LOG")
 [[ -n $ADMIN_PORT ]] || { cat "$SERVER_LOG"; fail "no admin port in the server's log"; }
 # deploy/prometheus/prometheus.yml itself, pointed at this server, scraping every second, with the
@@ -50,7 +64,15 @@ PIDS+=($!)
 bench_pid=$!
 # Row updates for as long: 20000 rows/s in messages of 1000 rows, on streams of 5 s each, one
 # after another (a stream's code is counted when it ends). Each update_load starts from the
-# table's last applied sequence, which the previous one left. Stopped with the check (TERM).
+# table's last applied sequence, which the previous one left. After each stream, admin calls on
+# items (SaveTable, LoadVersion): save (a new version, served), pin 1 (loaded), pin 99 (refused:
+# no such version, the served one stays; the client fails), unpin (the newest, loaded). Stopped
+# with the check (TERM); a failure is logged for the end of the check.
+version_calls() {
+  local admin=(--admin_target=127.0.0.1:$ADMIN_PORT --table=items --timeout=30s)
+  "$CLIENT" "${admin[@]}" save && "$CLIENT" "${admin[@]}" pin 1 &&
+    ! "$CLIENT" "${admin[@]}" pin 99 && "$CLIENT" "${admin[@]}" unpin
+}
 (
   trap '[[ -n ${child:-} ]] && kill "$child" 2>/dev/null; exit 0' TERM
   end=$((SECONDS + ${load_seconds:-60}))
@@ -58,7 +80,10 @@ bench_pid=$!
     "$UPDATE_LOAD" --target=127.0.0.1:$GRPC_PORT --admin_target=127.0.0.1:$ADMIN_PORT \
       --rows_per_second=20000 --rows_per_message=1000 --duration_s=5 >>"$WORK/update.log" 2>&1 &
     child=$!
-    wait "$child" || { echo "update_load failed (exit $?)" >>"$WORK/update.log"; exit 1; }
+    wait "$child" || { echo "LOOP FAILED: update_load (exit $?)" >>"$WORK/update.log"; exit 1; }
+    version_calls >>"$WORK/versions.log" 2>&1 &
+    child=$!
+    wait "$child" || { echo "LOOP FAILED: the version calls above" >>"$WORK/versions.log"; exit 1; }
   done
 ) &
 PIDS+=($!)
@@ -71,7 +96,7 @@ done
   "$ROOT/deploy/k8s/prometheus-adapter/rules.yaml" \
   "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" 40 ||
   { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; tail -5 "$WORK/update.log"
-    fail "see above"; }
+    tail -5 "$WORK/versions.log"; fail "see above"; }
 "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$WORK/dashboard.png" \
   --minutes=0.5 --rate_interval=10s || fail "render_dashboard.py failed"
 [[ -s $WORK/dashboard.png ]] || fail "render_dashboard.py wrote no PNG"
@@ -82,10 +107,13 @@ redraw="DASHBOARD_PNG=\$PWD/docs/dashboard.png LOAD_SECONDS=120 tests/deploy/gra
 
 if [[ -n ${DASHBOARD_PNG:-} ]]; then
   wait "$bench_pid" || fail "bench failed: $(cat "$WORK/bench.log")"
-  wait "$updates_pid" || fail "update_load failed: $(tail -5 "$WORK/update.log")"
+  wait "$updates_pid" ||
+    fail "update_load or a version call failed: $(tail -5 "$WORK/update.log" "$WORK/versions.log")"
   "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$DASHBOARD_PNG" \
     --minutes="$(awk "BEGIN {print $load_seconds / 60}")" --rate_interval=10s
   echo "wrote $DASHBOARD_PNG"
 fi
 "$PY" "$ROOT/tests/deploy/dashboard_png.py" "${DASHBOARD_PNG:-$ROOT/docs/dashboard.png}" "$redraw" ||
   fail "${DASHBOARD_PNG:-docs/dashboard.png} is stale (above)"
+! grep -hs -B5 "^LOOP FAILED" "$WORK/update.log" "$WORK/versions.log" ||
+  fail "update_load or the version calls failed (above)"
