@@ -479,6 +479,57 @@ TEST_F(GpuStoreTest, UpdatedRowsMatchTheCpuStoreForEveryTypePairAndRowLength) {
   }
 }
 
+// Another version of the table loaded beside the served one, then swapped in: every row is the
+// new version's; and with the device too full to hold both copies, PrepareTable is refused
+// FAILED_PRECONDITION naming the bytes needed and free, and the served rows stay.
+TEST_F(GpuStoreTest, AVersionSwapsInAndOneThatDoesNotFitBesideIsRefused) {
+  const int64_t rows = 50000;
+  const int64_t dim = 256;  // 51 MB of float32
+  StoreOptions options;
+  options.max_batch_ids = rows;  // CompareAllRows looks every row up in one batch
+  options.inflight_batches = 2;
+  auto served = RandomTable(DataType::kFloat32, rows, dim);
+  auto gpu = GpuStore::Create(*served, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  // The next version: other values, the same shape (RandomTable seeds by the shape, so write it
+  // from other bytes).
+  const std::string next_bytes = emb::testing::RandomRows(DataType::kFloat32, rows * dim, 99);
+  const std::string next_path = dir_.File("next.npy");
+  ASSERT_THAT(
+      emb::testing::WriteFile(next_path, emb::testing::NpyFile("<f4", {rows, dim}, next_bytes)),
+      IsOk());
+  auto next = TableSource::Open(TableSpec{"t", next_path, ""});
+  ASSERT_THAT(next.status(), IsOk());
+  auto cpu_next = CpuStore::Create(**next, options);
+  ASSERT_THAT(cpu_next.status(), IsOk());
+  {
+    // Fill the device until the version no longer fits beside the served table.
+    size_t free_bytes = 0;
+    size_t total_bytes = 0;
+    ASSERT_EQ(cudaMemGetInfo(&free_bytes, &total_bytes), cudaSuccess);
+    const size_t hog_bytes = free_bytes - (*next)->bytes() / 2;
+    auto hog = kernels::DeviceBuffer<std::byte>::Allocate(hog_bytes);
+    ASSERT_THAT(hog.status(), IsOk());
+    auto refused = (*gpu)->PrepareTable(**next);
+    EXPECT_THAT(refused.status(), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                           HasSubstr("beside the served table needs ")));
+    EXPECT_THAT(refused.status().message(), HasSubstr(" are free; the served version stays"));
+    auto cpu_served = CpuStore::Create(*served, options);
+    ASSERT_THAT(cpu_served.status(), IsOk());
+    EXPECT_EQ(CompareAllRows(**gpu, **cpu_served, rows), "");
+  }
+  auto prepared = (*gpu)->PrepareTable(**next);
+  ASSERT_THAT(prepared.status(), IsOk());
+  (*gpu)->SwapTable(**prepared);
+  prepared->reset();  // the old rows go
+  EXPECT_EQ(CompareAllRows(**gpu, **cpu_next, rows), "");
+  // Another shape is refused whatever the room.
+  auto narrow = RandomTable(DataType::kFloat32, rows, dim / 2);
+  EXPECT_THAT((*gpu)->PrepareTable(*narrow).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("a version of another shape or type needs a restart")));
+}
+
 // Several readers and chunks that divide neither the rows nor the table: many chunks, a partial
 // last one, chunk edges inside elements; the upload must land every byte where the CPU store has
 // it.
