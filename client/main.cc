@@ -4,8 +4,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -62,10 +64,11 @@ std::string AbslUnparseFlag(FlagDuration d) { return absl::FormatDuration(d.valu
 using emb::client::FlagDuration;
 
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
-ABSL_FLAG(FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
-          "Deadline of each call (update: of its whole stream; save: of the whole write, and "
-          "pin: of the whole load, which for a large table want more): seconds, or a duration "
-          "such as 500ms.");
+ABSL_FLAG(
+    FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
+    "Deadline of each call (update, replay: of its whole stream; save: of the whole write, and "
+    "pin: of the whole load, which for a large table want more): seconds, or a duration "
+    "such as 500ms.");
 ABSL_FLAG(bool, tls, false,
           "Speak TLS to the server (implied by any --tls_* flag); without --tls_ca the server's "
           "certificate must chain to gRPC's default roots.");
@@ -76,26 +79,27 @@ ABSL_FLAG(std::string, tls_cert, "",
 ABSL_FLAG(std::string, tls_key, "", "Mutual TLS: PEM private key of --tls_cert.");
 ABSL_FLAG(std::string, tls_server_name, "",
           "Name the server's certificate must carry, instead of --target's host.");
-ABSL_FLAG(std::string, admin_target, "localhost:50052",
-          "update, save, pin: address of the server's admin listener (its --admin_address), "
-          "host:port.");
-ABSL_FLAG(bool, admin_tls, false,
-          "update, save, pin: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
-          "without --admin_tls_ca its certificate must chain to gRPC's default roots. None of "
-          "them: plaintext, which a server allows only with --admin_insecure on a loopback "
-          "address.");
-ABSL_FLAG(std::string, admin_tls_ca, "",
-          "update, save, pin: PEM CA certificate(s) that the admin listener's certificate must be "
-          "signed by (turns TLS on).");
 ABSL_FLAG(
-    std::string, admin_tls_cert, "",
-    "update, save, pin: PEM certificate (chain) of this client for the admin listener's mutual "
-    "TLS (its identity must be on the server's --admin_allowed_identities), with "
-    "--admin_tls_key.");
+    std::string, admin_target, "localhost:50052",
+    "update, replay, save, pin: address of the server's admin listener (its --admin_address), "
+    "host:port.");
+ABSL_FLAG(
+    bool, admin_tls, false,
+    "update, replay, save, pin: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
+    "without --admin_tls_ca its certificate must chain to gRPC's default roots. None of "
+    "them: plaintext, which a server allows only with --admin_insecure on a loopback "
+    "address.");
+ABSL_FLAG(std::string, admin_tls_ca, "",
+          "update, replay, save, pin: PEM CA certificate(s) that the admin listener's certificate "
+          "must be signed by (turns TLS on).");
+ABSL_FLAG(std::string, admin_tls_cert, "",
+          "update, replay, save, pin: PEM certificate (chain) of this client for the admin "
+          "listener's mutual TLS (its identity must be on the server's "
+          "--admin_allowed_identities), with --admin_tls_key.");
 ABSL_FLAG(std::string, admin_tls_key, "",
-          "update, save, pin: PEM private key of --admin_tls_cert.");
+          "update, replay, save, pin: PEM private key of --admin_tls_cert.");
 ABSL_FLAG(std::string, admin_tls_server_name, "",
-          "update, save, pin: name the admin listener's certificate must carry, instead of "
+          "update, replay, save, pin: name the admin listener's certificate must carry, instead of "
           "--admin_target's host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
@@ -105,14 +109,15 @@ ABSL_FLAG(std::string, ids_file, "",
           "lookup: read the ids from this file (separated by whitespace or commas).");
 ABSL_FLAG(std::vector<std::string>, shape, {},
           "lookup: shape of the ids, e.g. 4,8; empty means [number of ids].");
-// update
+// update, replay
 ABSL_FLAG(std::string, ids, "", "update: .npy file of the ids to overwrite, 1-D int64 (or int32).");
 ABSL_FLAG(std::string, rows, "",
           "update: .npy file of their rows, 2-D [len(ids), dim], float32 or float16 (or 2-byte "
           "bfloat16 bits, uint16 or ml_dtypes' bfloat16, with --rows_dtype=bfloat16).");
-ABSL_FLAG(std::string, rows_dtype, "",
-          "update: type the rows are sent in: float32, float16 or bfloat16 (converted from the "
-          "file's, rounding to nearest even); empty: the file's own type.");
+ABSL_FLAG(
+    std::string, rows_dtype, "",
+    "update, replay: type the rows are sent in: float32, float16 or bfloat16 (converted from the "
+    "file's, rounding to nearest even); empty: the file's own type.");
 ABSL_FLAG(int64_t, sequence, 0,
           "update: sequence number of the (first) message; it must be greater than the table's "
           "last applied one. 0: one more than the table's sequence as ListTables on --target "
@@ -120,6 +125,9 @@ ABSL_FLAG(int64_t, sequence, 0,
 ABSL_FLAG(int64_t, rows_per_message, 0,
           "update: if > 0, send the rows in messages of at most this many, on one stream, with "
           "sequences --sequence, --sequence + 1, ...; 0: one message.");
+ABSL_FLAG(std::string, log, "",
+          "replay: the delta log of --table, a directory of messages SEQ.ids.npy and "
+          "SEQ.rows.npy (as --ids and --rows), one per sequence number SEQ.");
 // bench
 ABSL_FLAG(int32_t, concurrency, 1, "bench: calls kept in flight (closed loop).");
 ABSL_FLAG(bool, blocking, false,
@@ -167,6 +175,9 @@ constexpr char kUsage[] =
     "  health [SERVICE] grpc.health.v1 Check; prints the status, exits 0 only if SERVING\n"
     "  update           overwrite rows through the admin listener (--admin_target): --ids and\n"
     "                   --rows name .npy files; prints each message's ack\n"
+    "  replay           send the messages of the delta log --log=DIR whose sequence is above\n"
+    "                   --table's (as ListTables on --target reports it) through the admin\n"
+    "                   listener, in order; prints each ack and a summary; stops at a gap\n"
     "  save             write --table (empty: the default) as the next version of its version\n"
     "                   directory, through the admin listener; prints the version written\n"
     "  pin VERSION      serve VERSION of --table (empty: the default) from its version\n"
@@ -416,16 +427,16 @@ int HealthCommand(EmbeddingClient& client, const std::vector<std::string>& args)
   return *status == "SERVING" ? 0 : 2;
 }
 
-// The ids of --ids: a 1-D .npy of int64 (or int32, widened).
-absl::StatusOr<std::vector<int64_t>> ReadIdsNpy(const std::string& path) {
+// The ids of --ids: a 1-D .npy of int64 (or int32, widened); `name` ("--ids=PATH") in errors.
+absl::StatusOr<std::vector<int64_t>> ReadIdsNpy(const std::string& path, absl::string_view name) {
   absl::StatusOr<NpyArray> array = ReadNpy(path);
   if (!array.ok()) {
     return array.status();
   }
   if (array->shape.size() != 1 || (array->descr != "<i8" && array->descr != "<i4")) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--ids=", path, " must be a 1-D array of int64 (or int32), not '",
-                     array->descr, "' of shape (", absl::StrJoin(array->shape, ", "), ")"));
+        absl::StrCat(name, " must be a 1-D array of int64 (or int32), not '", array->descr,
+                     "' of shape (", absl::StrJoin(array->shape, ", "), ")"));
   }
   std::vector<int64_t> ids(array->shape[0]);
   for (size_t i = 0; i < ids.size(); ++i) {
@@ -441,14 +452,15 @@ absl::StatusOr<std::vector<int64_t>> ReadIdsNpy(const std::string& path) {
 }
 
 // The rows of --rows for `num_ids` ids, in the type they are sent in (--rows_dtype, else the
-// file's), and their dim.
+// file's), and their dim; `name` ("--rows=PATH") in errors.
 struct RowsToSend {
   std::string bytes;
   DataType dtype = DataType::kFloat32;
   int64_t dim = 0;
 };
 
-absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, size_t num_ids) {
+absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, absl::string_view name,
+                                       size_t num_ids) {
   absl::StatusOr<NpyArray> array = ReadNpy(path);
   if (!array.ok()) {
     return array.status();
@@ -472,14 +484,14 @@ absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, size_t num_ids) 
     file_type = DataType::kBFloat16;  // the bits of bfloat16 values
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--rows=", path, " holds '", array->descr,
+        name, " holds '", array->descr,
         "'; rows must be float32 (<f4) or float16 (<f2), or 2-byte bfloat16 bits (uint16 or "
         "ml_dtypes' bfloat16) with --rows_dtype=bfloat16"));
   }
   if (array->shape.size() != 2 || array->shape[0] != static_cast<int64_t>(num_ids)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--rows=", path, " must be 2-D with one row per id (", num_ids,
-                     " ids), not of shape (", absl::StrJoin(array->shape, ", "), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(name, " must be 2-D with one row per id (",
+                                                   num_ids, " ids), not of shape (",
+                                                   absl::StrJoin(array->shape, ", "), ")"));
   }
   RowsToSend rows;
   rows.dim = array->shape[1];
@@ -496,6 +508,28 @@ absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, size_t num_ids) 
   return rows;
 }
 
+// `table` (empty: the default) as ListTables on --target reports it; `why` prefixes an error of
+// the call.
+absl::StatusOr<TableInfo> TableOnTarget(const std::string& table,
+                                        const std::optional<TlsOptions>& tls,
+                                        absl::string_view why) {
+  absl::StatusOr<std::vector<TableInfo>> tables =
+      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), tls)
+          ->ListTables(absl::GetFlag(FLAGS_timeout).value);
+  if (!tables.ok()) {
+    return absl::Status(tables.status().code(), absl::StrCat(why, tables.status().message()));
+  }
+  std::vector<std::string> names;
+  for (const TableInfo& t : *tables) {
+    if (table.empty() ? t.is_default : t.name == table) {
+      return t;
+    }
+    names.push_back(t.name);
+  }
+  return absl::NotFoundError(
+      absl::StrCat("--target has no table \"", table, "\"; it has: ", absl::StrJoin(names, ", ")));
+}
+
 // The sequence the first message gets: --sequence, or one more than the table's last applied
 // one as ListTables on --target reports it.
 absl::StatusOr<int64_t> FirstSequence(const std::string& table,
@@ -503,24 +537,12 @@ absl::StatusOr<int64_t> FirstSequence(const std::string& table,
   if (const int64_t sequence = absl::GetFlag(FLAGS_sequence); sequence != 0) {
     return sequence;
   }
-  absl::StatusOr<std::vector<TableInfo>> tables =
-      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), tls)
-          ->ListTables(absl::GetFlag(FLAGS_timeout).value);
-  if (!tables.ok()) {
-    return absl::Status(tables.status().code(),
-                        absl::StrCat("reading the table's sequence from --target (give "
-                                     "--sequence to skip it): ",
-                                     tables.status().message()));
+  absl::StatusOr<TableInfo> info = TableOnTarget(
+      table, tls, "reading the table's sequence from --target (give --sequence to skip it): ");
+  if (!info.ok()) {
+    return info.status();
   }
-  std::vector<std::string> names;
-  for (const TableInfo& t : *tables) {
-    if (table.empty() ? t.is_default : t.name == table) {
-      return t.sequence + 1;
-    }
-    names.push_back(t.name);
-  }
-  return absl::NotFoundError(
-      absl::StrCat("--target has no table \"", table, "\"; it has: ", absl::StrJoin(names, ", ")));
+  return info->sequence + 1;
 }
 
 int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls) {
@@ -536,11 +558,12 @@ int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsO
   if (per_message < 0) {
     return Fail("update", absl::InvalidArgumentError("--rows_per_message must be >= 0"));
   }
-  absl::StatusOr<std::vector<int64_t>> ids = ReadIdsNpy(ids_path);
+  absl::StatusOr<std::vector<int64_t>> ids = ReadIdsNpy(ids_path, absl::StrCat("--ids=", ids_path));
   if (!ids.ok()) {
     return Fail("update", ids.status());
   }
-  absl::StatusOr<RowsToSend> rows = ReadRowsNpy(rows_path, ids->size());
+  absl::StatusOr<RowsToSend> rows =
+      ReadRowsNpy(rows_path, absl::StrCat("--rows=", rows_path), ids->size());
   if (!rows.ok()) {
     return Fail("update", rows.status());
   }
@@ -591,6 +614,155 @@ int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsO
   std::cout.flush();
   if (!status.ok()) {
     return Fail("update", status);
+  }
+  return 0;
+}
+
+// The messages of a delta log (replay --log): a directory of one table's messages, one per
+// sequence number SEQ (decimal, > 0; leading zeros allowed), as SEQ.ids.npy and SEQ.rows.npy
+// (what update's --ids and --rows take). A message is in the log once its ids file is: a
+// publisher writes SEQ.rows.npy first, each file under another name (not ending in .ids.npy)
+// then renamed. Other names are ignored. Maps each SEQ to "DIR/SEQ", the files' common prefix.
+absl::StatusOr<std::map<int64_t, std::string>> ListDeltaLog(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::directory_iterator it(dir, error);
+  if (error) {
+    return absl::NotFoundError(
+        absl::StrCat("--log=", dir, ": cannot list the directory: ", error.message()));
+  }
+  std::map<int64_t, std::string> messages;
+  for (; it != std::filesystem::directory_iterator(); it.increment(error)) {
+    const std::string name = it->path().filename().string();
+    absl::string_view seq_text = name;
+    int64_t seq;
+    if (!absl::ConsumeSuffix(&seq_text, ".ids.npy") || seq_text.empty() ||
+        !std::all_of(seq_text.begin(), seq_text.end(),
+                     [](char c) { return c >= '0' && c <= '9'; }) ||
+        !absl::SimpleAtoi(seq_text, &seq) || seq <= 0) {
+      continue;
+    }
+    const std::string prefix = (std::filesystem::path(dir) / std::string(seq_text)).string();
+    if (auto [at, added] = messages.emplace(seq, prefix); !added) {
+      return absl::InvalidArgumentError(absl::StrCat("--log=", dir, ": two files of message ", seq,
+                                                     ": ", at->second, ".ids.npy and ", prefix,
+                                                     ".ids.npy"));
+    }
+  }
+  if (error) {
+    return absl::InternalError(absl::StrCat("--log=", dir, ": listing it: ", error.message()));
+  }
+  return messages;
+}
+
+// The message of the delta log whose files start with `prefix`, as sequence `seq` of `table`.
+absl::StatusOr<RowUpdate> ReadLogMessage(const std::string& prefix, const std::string& table,
+                                         int64_t seq) {
+  const std::string ids_path = prefix + ".ids.npy";
+  const std::string rows_path = prefix + ".rows.npy";
+  absl::StatusOr<std::vector<int64_t>> ids = ReadIdsNpy(ids_path, ids_path);
+  if (!ids.ok()) {
+    return ids.status();
+  }
+  absl::StatusOr<RowsToSend> rows = ReadRowsNpy(rows_path, rows_path, ids->size());
+  if (!rows.ok()) {
+    return rows.status();
+  }
+  RowUpdate update;
+  update.table = table;
+  update.ids = *std::move(ids);
+  update.rows = std::move(rows->bytes);
+  update.dtype = rows->dtype;
+  update.sequence = seq;
+  return update;
+}
+
+// replay: brings --table up to date from the delta log --log. Reads the table's sequence S from
+// ListTables on --target, then sends the log's messages S+1, S+2, ... on one UpdateRows stream to
+// --admin_target (many in flight), each with its SEQ as its sequence; prints one line per ack and
+// "replayed N messages, sequences A..B; table T now at sequence B". A missing SEQ after S (the
+// log lost a message) stops it before that one: the messages before it are sent, and it exits 1
+// naming it. A log with nothing above S sends nothing and says so.
+int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls) {
+  if (!args.empty()) {
+    return Fail("replay", absl::InvalidArgumentError("takes no arguments, only flags"));
+  }
+  const std::string dir = absl::GetFlag(FLAGS_log);
+  if (dir.empty()) {
+    return Fail("replay", absl::InvalidArgumentError("needs --log=DIR, the delta log"));
+  }
+  absl::StatusOr<std::optional<TlsOptions>> admin_tls = TlsFromFlags(AdminTlsFlags());
+  if (!admin_tls.ok()) {
+    return Fail("replay", admin_tls.status());
+  }
+  absl::StatusOr<std::map<int64_t, std::string>> log = ListDeltaLog(dir);
+  if (!log.ok()) {
+    return Fail("replay", log.status());
+  }
+  const std::string table = absl::GetFlag(FLAGS_table);
+  absl::StatusOr<TableInfo> info =
+      TableOnTarget(table, tls, "reading the table's sequence from --target: ");
+  if (!info.ok()) {
+    return Fail("replay", info.status());
+  }
+  const int64_t from = info->sequence;
+  auto next = log->upper_bound(from);
+  if (next == log->end()) {
+    std::cout << absl::StrCat(
+        "table ", info->name, " at sequence ", from, "; the log's newest message is ",
+        log->empty() ? "none" : absl::StrCat(log->rbegin()->first), ": nothing to replay\n");
+    return 0;
+  }
+  std::unique_ptr<AdminClient> admin =
+      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls);
+  absl::StatusOr<std::unique_ptr<RowWriter>> writer =
+      admin->OpenWriter(absl::GetFlag(FLAGS_timeout).value);
+  if (!writer.ok()) {
+    return Fail("replay", writer.status());
+  }
+  // Each message is read just before it is sent; the writer keeps many in flight.
+  absl::Status stopped;
+  for (int64_t seq = from + 1; next != log->end(); ++next, ++seq) {
+    if (next->first != seq) {
+      stopped = absl::FailedPreconditionError(
+          absl::StrCat("the log has no message ", seq, " (after ", seq - 1, " its next is ",
+                       next->first, "): it lost a message; stopped before it"));
+      break;
+    }
+    absl::StatusOr<RowUpdate> update = ReadLogMessage(next->second, table, seq);
+    if (!update.ok()) {
+      stopped = update.status();
+      break;
+    }
+    if (!(*writer)->Send(*update).ok()) {
+      break;  // the stream has ended; Finish says why
+    }
+  }
+  const absl::Status status = (*writer)->Finish();
+  std::string out;
+  int64_t replayed = 0;
+  int64_t first = 0;
+  int64_t last = 0;
+  while ((*writer)->unacknowledged() > 0) {
+    absl::StatusOr<UpdateAck> ack = (*writer)->NextAck();
+    if (!ack.ok()) {
+      break;
+    }
+    absl::StrAppend(&out, "table ", ack->table, " sequence ", ack->sequence, " rows ", ack->rows,
+                    "\n");
+    first = replayed++ == 0 ? ack->sequence : first;
+    last = ack->sequence;
+  }
+  if (replayed > 0) {
+    absl::StrAppend(&out, "replayed ", replayed, " messages, sequences ", first, "..", last,
+                    "; table ", info->name, " now at sequence ", last, "\n");
+  }
+  std::cout << out;
+  std::cout.flush();
+  if (!status.ok()) {
+    return Fail("replay", status);
+  }
+  if (!stopped.ok()) {
+    return Fail("replay", stopped);
   }
   return 0;
 }
@@ -746,6 +918,9 @@ int Main(int argc, char** argv) {
   }
   if (command == "update") {
     return UpdateCommand(args, *tls);
+  }
+  if (command == "replay") {
+    return ReplayCommand(args, *tls);
   }
   if (command == "save") {
     return SaveCommand(args);
