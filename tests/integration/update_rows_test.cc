@@ -34,6 +34,7 @@
 #include "kernels/data_type.h"
 #include "proto/convert/data_type_proto.h"
 #include "tests/testing/cert_dir.h"
+#include "tests/testing/loaded_server.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
@@ -173,6 +174,9 @@ std::string Differences(const std::string& got, const std::string& want, DataTyp
 class UpdateRowsTest : public ::testing::Test {
  protected:
   void SetUp() override {
+    if (auto missing = testing::TestDeviceMissing()) {
+      GTEST_SKIP() << *missing;
+    }
     int64_t seed = 11;
     for (DataType t : kTypes) {
       ReferenceTable table{absl::StrCat("t_", DataTypeName(t)), t, 300, 24, ""};
@@ -467,6 +471,9 @@ TEST_F(UpdateRowsTest, ShutdownEndsEveryStreamUnavailableAfterItsAnswers) {
 }
 
 TEST(UpdateRowsOff, WithoutAnAdminAddressNothingTakesWrites) {
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
+  }
   auto server = ServerProcess::Start({"--demo_table=100x8"});
   ASSERT_TRUE(server.ok()) << server.status();
   EXPECT_THAT((*server)->log(), HasSubstr("admin service off (no --admin_address)"));
@@ -477,6 +484,9 @@ TEST(UpdateRowsOff, WithoutAnAdminAddressNothingTakesWrites) {
 }
 
 TEST(UpdateRowsFlags, UnsafeOrIncompleteAdminFlagsStopStartUp) {
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
+  }
   struct Case {
     std::vector<std::string> flags;
     std::string says;
@@ -505,6 +515,9 @@ TEST(UpdateRowsFlags, UnsafeOrIncompleteAdminFlagsStopStartUp) {
 class AdminTlsTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
+    if (testing::TestDeviceMissing()) {
+      return;  // each test skips
+    }
     certs_ = new testing::CertDir();
     auto server =
         ServerProcess::Start({"--demo_table=100x8", "--admin_address=127.0.0.1:0",
@@ -518,6 +531,11 @@ class AdminTlsTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete server_;
     delete certs_;
+  }
+  void SetUp() override {
+    if (auto missing = testing::TestDeviceMissing()) {
+      GTEST_SKIP() << *missing;
+    }
   }
 
   // A channel to the admin port trusting the test CA, with `client`'s certificate if given.
@@ -643,6 +661,12 @@ std::string AllRowsAre(client::EmbeddingClient& client, const std::string& table
 
 class TableVersionsTest : public ::testing::Test {
  protected:
+  void SetUp() override {
+    if (auto missing = testing::TestDeviceMissing()) {
+      GTEST_SKIP() << *missing;
+    }
+  }
+
   // Writes `table`'s bytes as DIR/<version>/t.npy (float32 or float16) or t.safetensors, the way
   // a publisher must (and SaveTable does): in a directory of another name, renamed into place, so
   // that a server polling DIR never sees a version half-written.
