@@ -112,6 +112,10 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
   }
 
   void OnDone() override {
+    // gRPC calls OnDone on any of its threads once Finish has completed; the hand-off between the
+    // thread that called Finish (under mu_) and this one is inside gRPC. Taking mu_ once orders
+    // every earlier write to this call before its destruction, also for ThreadSanitizer.
+    { absl::MutexLock lock(&mu_); }
     service_->Forget(this);
     delete this;
   }
