@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
+
+#include "kernels/quantize.h"
 
 namespace emb::kernels {
 namespace {
@@ -29,8 +32,25 @@ void ConvertFrom(const std::byte* table, int64_t dim, absl::Span<const int64_t> 
       return ConvertRows<kIn, DataType::kFloat32>(table, dim, ids, out);
     case DataType::kFloat16:
       return ConvertRows<kIn, DataType::kFloat16>(table, dim, ids, out);
-    case DataType::kBFloat16:
+    default:
       return ConvertRows<kIn, DataType::kBFloat16>(table, dim, ids, out);
+  }
+}
+
+// Rows of a quantized table, dequantized to `out_type`.
+template <DataType kTable>
+void DequantizeRows(const std::byte* table, int64_t dim, absl::Span<const int64_t> ids,
+                    DataType out_type, std::byte* out) {
+  const size_t in_row = RowBytes(kTable, dim);
+  const size_t out_row = RowBytes(out_type, dim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const auto* row = reinterpret_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * in_row;
+    const RowScale s = LoadRowScale(row, kTable, dim);
+    for (int64_t j = 0; j < dim; ++j) {
+      StoreFromFloat(out + i * out_row, out_type, j,
+                     DequantizeValue(static_cast<float>(QuantizedLevel(row, kTable, j)), s.scale,
+                                     s.bias));
+    }
   }
 }
 
@@ -63,6 +83,40 @@ void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
       return ConvertFrom<DataType::kFloat16>(table, dim, ids, out_type, out);
     case DataType::kBFloat16:
       return ConvertFrom<DataType::kBFloat16>(table, dim, ids, out_type, out);
+    case DataType::kInt8Rowwise:
+      return DequantizeRows<DataType::kInt8Rowwise>(table, dim, ids, out_type, out);
+    case DataType::kInt4Rowwise:
+      return DequantizeRows<DataType::kInt4Rowwise>(table, dim, ids, out_type, out);
+  }
+}
+
+void CpuPooledGather(const std::byte* table, DataType table_type, int64_t dim, const Bags& bags,
+                     DataType out_type, std::byte* out) {
+  const size_t in_row = RowBytes(table_type, dim);
+  const size_t out_row = RowBytes(out_type, dim);
+  std::vector<float> acc(static_cast<size_t>(dim));
+  for (size_t b = 0; b + 1 < bags.offsets.size(); ++b) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t k = bags.offsets[b]; k < bags.offsets[b + 1]; ++k) {
+      const auto* row =
+          reinterpret_cast<const uint8_t*>(table) + static_cast<size_t>(bags.ids[k]) * in_row;
+      // The order and roundings of the CUDA kernel (kernels/bags/): one product, one sum.
+      if (bags.weights.empty()) {
+        for (int64_t j = 0; j < dim; ++j) {
+          acc[j] = acc[j] + LoadRowElement(row, table_type, dim, j);
+        }
+      } else {
+        const float w = bags.weights[k];
+        for (int64_t j = 0; j < dim; ++j) {
+          const float product = w * LoadRowElement(row, table_type, dim, j);
+          acc[j] = acc[j] + product;
+        }
+      }
+    }
+    const float scale = bags.scales.empty() ? 1.0f : bags.scales[b];
+    for (int64_t j = 0; j < dim; ++j) {
+      StoreFromFloat(out + b * out_row, out_type, j, bags.scales.empty() ? acc[j] : acc[j] * scale);
+    }
   }
 }
 
@@ -82,7 +136,7 @@ void ConvertElementsFrom(const std::byte* in, int64_t count, DataType out_type, 
       return ConvertElements<kIn, DataType::kFloat32>(in, count, out);
     case DataType::kFloat16:
       return ConvertElements<kIn, DataType::kFloat16>(in, count, out);
-    case DataType::kBFloat16:
+    default:
       return ConvertElements<kIn, DataType::kBFloat16>(in, count, out);
   }
 }
@@ -100,7 +154,7 @@ void CpuConvert(const std::byte* in, DataType in_type, int64_t count, DataType o
       return ConvertElementsFrom<DataType::kFloat32>(in, count, out_type, out);
     case DataType::kFloat16:
       return ConvertElementsFrom<DataType::kFloat16>(in, count, out_type, out);
-    case DataType::kBFloat16:
+    default:
       return ConvertElementsFrom<DataType::kBFloat16>(in, count, out_type, out);
   }
 }

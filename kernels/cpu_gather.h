@@ -12,11 +12,30 @@
 
 namespace emb::kernels {
 
-// Writes row ids[i] of `table` (rows x dim elements of `table_type`), converted to `out_type`,
-// at out + i * dim * ElementSize(out_type). Ids must be in [0, rows): the caller checked them.
+// Writes row ids[i] of `table` (rows of `table_type`, RowBytes(table_type, dim) bytes each;
+// quantized rows are dequantized, kernels/quantize.h), converted to the value type `out_type`, at
+// out + i * dim * ElementSize(out_type). Ids must be in [0, rows): the caller checked them.
 // `out` must not overlap `table`.
 void CpuGather(const std::byte* table, DataType table_type, int64_t dim,
                absl::Span<const int64_t> ids, DataType out_type, std::byte* out);
+
+// Bags of ids to pool (PyTorch's embedding_bag, FBGEMM's CSR form): bag b is
+// ids[offsets[b] .. offsets[b + 1]); offsets.size() is bags + 1 and offsets never decrease.
+struct Bags {
+  absl::Span<const int64_t> ids;
+  absl::Span<const int64_t> offsets;
+  // Empty, or one weight per id (by its index in `ids`): each row is multiplied by its weight.
+  absl::Span<const float> weights;
+  // Empty, or one factor per bag applied to its sum (a mean: 1 / its length; 0 for an empty bag).
+  absl::Span<const float> scales;
+};
+
+// Writes bag b's pooled row at out + b * dim * ElementSize(out_type): the sum over its ids of
+// (weight x) row, accumulated in float32 in id order (one rounding per product and per sum, as
+// the CUDA kernel), times the bag's scale, rounded once to `out_type`. An empty bag gives zeros.
+// Ids must be in [0, rows).
+void CpuPooledGather(const std::byte* table, DataType table_type, int64_t dim, const Bags& bags,
+                     DataType out_type, std::byte* out);
 
 // Writes `count` elements of `in_type` at `in` to `out` as `out_type`, converted as the gather
 // converts (round to nearest even). `out` must not overlap `in`.

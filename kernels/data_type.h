@@ -1,5 +1,9 @@
 // Element types of tables and answers, and their scalar conversions.
 //
+// Value types (float32, float16, bfloat16) are those of answers and of update rows; a table may
+// also be stored row-wise quantized (kInt8Rowwise, kInt4Rowwise: kernels/quantize.h says the
+// layout), whose rows are not whole elements: RowBytes() gives a row's size for every type.
+//
 // The conversions are plain functions usable from host code and, under nvcc, from device code,
 // so the CPU and GPU gathers round identically: float32 -> float16/bfloat16 rounds to nearest
 // even, overflow goes to infinity, NaN stays a quiet NaN. Thread-safe (no state).
@@ -12,8 +16,10 @@
 
 #if defined(__CUDACC__)
 #define EMB_HOST_DEVICE __host__ __device__ __forceinline__
+#define EMB_HOST_DEVICE_CONSTEXPR __host__ __device__ constexpr
 #else
 #define EMB_HOST_DEVICE inline
+#define EMB_HOST_DEVICE_CONSTEXPR constexpr
 #endif
 
 namespace emb {
@@ -24,21 +30,53 @@ enum class DataType : int {
   kFloat32 = 1,
   kFloat16 = 2,
   kBFloat16 = 3,
+  // Row-wise quantized tables (table types only, never an answer's): kernels/quantize.h.
+  kInt8Rowwise = 4,
+  kInt4Rowwise = 5,
 };
 
-// Every DataType, in value order.
+// Every value type (answers, update rows), in value order.
 inline constexpr DataType kAllDataTypes[] = {DataType::kFloat32, DataType::kFloat16,
                                              DataType::kBFloat16};
+// The quantized table types.
+inline constexpr DataType kQuantizedTypes[] = {DataType::kInt8Rowwise, DataType::kInt4Rowwise};
+// Every type a table may be stored in.
+inline constexpr DataType kAllTableTypes[] = {DataType::kFloat32, DataType::kFloat16,
+                                              DataType::kBFloat16, DataType::kInt8Rowwise,
+                                              DataType::kInt4Rowwise};
 
-// True for a DataType enumerator; false for any other value cast to DataType (from a wire enum,
-// a C caller or a fuzzer). The one place that knows which values are valid.
-inline constexpr bool IsDataType(DataType t) {
+// True for a value type: an answer's or an update's rows.
+EMB_HOST_DEVICE_CONSTEXPR bool IsValueType(DataType t) {
   return t == DataType::kFloat32 || t == DataType::kFloat16 || t == DataType::kBFloat16;
 }
 
-inline constexpr size_t ElementSize(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
+EMB_HOST_DEVICE_CONSTEXPR bool IsQuantized(DataType t) {
+  return t == DataType::kInt8Rowwise || t == DataType::kInt4Rowwise;
+}
 
-// "float32", "float16", "bfloat16".
+// True for a DataType enumerator; false for any other value cast to DataType (from a wire enum,
+// a C caller or a fuzzer). The one place that knows which values are valid.
+EMB_HOST_DEVICE_CONSTEXPR bool IsDataType(DataType t) { return IsValueType(t) || IsQuantized(t); }
+
+// Bytes of one element of a value type.
+EMB_HOST_DEVICE_CONSTEXPR size_t ElementSize(DataType t) { return t == DataType::kFloat32 ? 4 : 2; }
+
+// Bytes of one row of `dim` elements: dim x ElementSize for a value type; for int8 row-wise dim
+// bytes and a float32 scale and bias; for int4 row-wise ceil(dim / 2) bytes and a float16 scale
+// and bias (FBGEMM's fused row layouts).
+EMB_HOST_DEVICE_CONSTEXPR size_t RowBytes(DataType t, int64_t dim) {
+  const auto d = static_cast<size_t>(dim);
+  switch (t) {
+    case DataType::kInt8Rowwise:
+      return d + 8;
+    case DataType::kInt4Rowwise:
+      return (d + 1) / 2 + 4;
+    default:
+      return d * ElementSize(t);
+  }
+}
+
+// "float32", "float16", "bfloat16", "int8_rowwise", "int4_rowwise".
 inline const char* DataTypeName(DataType t) {
   switch (t) {
     case DataType::kFloat32:
@@ -47,13 +85,17 @@ inline const char* DataTypeName(DataType t) {
       return "float16";
     case DataType::kBFloat16:
       return "bfloat16";
+    case DataType::kInt8Rowwise:
+      return "int8_rowwise";
+    case DataType::kInt4Rowwise:
+      return "int4_rowwise";
   }
   return "unknown";
 }
 
-// Parses a DataTypeName() spelling; returns false for anything else.
+// Parses a DataTypeName() spelling (any table type); returns false for anything else.
 inline bool ParseDataType(const char* name, DataType* out) {
-  for (DataType t : kAllDataTypes) {
+  for (DataType t : kAllTableTypes) {
     if (std::strcmp(name, DataTypeName(t)) == 0) {
       *out = t;
       return true;

@@ -4,6 +4,7 @@
 #include "kernels/cuda_status.h"
 #include "kernels/gather/units_launch.h"
 #include "kernels/gather_plan.h"
+#include "kernels/pooled_lookup.h"
 
 namespace emb::kernels {
 namespace {
@@ -74,7 +75,7 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device) {
 absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
                           int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
                           void* d_out, DataType out_type, cudaStream_t stream) {
-  if (!IsDataType(table_type) || !IsDataType(out_type)) {
+  if (!IsDataType(table_type) || !IsValueType(out_type)) {
     return absl::InvalidArgumentError(absl::StrCat("gather from data type ",
                                                    static_cast<int>(table_type), " to ",
                                                    static_cast<int>(out_type)));
@@ -97,6 +98,10 @@ absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataT
   if (current != tuning.device) {
     return absl::FailedPreconditionError(
         absl::StrCat("gather tuned for device ", tuning.device, " launched on device ", current));
+  }
+  if (IsQuantized(table_type)) {
+    return LaunchQuantizedGather(d_table, table_type, num_rows, dim, d_ids, num_ids, d_out,
+                                 out_type, stream);
   }
   const GatherProblem problem{d_table, table_type, num_rows, dim, d_ids, num_ids, d_out, out_type};
   EMB_CUDA_RETURN_IF_ERROR(LaunchGatherPlan(tuning, PlanGather(tuning, problem), problem, stream),

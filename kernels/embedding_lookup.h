@@ -29,8 +29,9 @@ absl::StatusOr<int> DeviceCount();
 // a device out of range; INTERNAL for other CUDA errors.
 absl::StatusOr<GatherTuning> GetGatherTuning(int device);
 
-// Enqueues on `stream`: row d_ids[i] of d_table (num_rows x dim elements of
-// table_type), converted to out_type (round to nearest even, bit for bit the
+// Enqueues on `stream`: row d_ids[i] of d_table (num_rows rows of table_type; a
+// quantized table's rows are dequantized by the bag kernel, kernels/pooled_lookup.h),
+// converted to out_type (a value type) (round to nearest even, bit for bit the
 // results of CpuGather), at d_out + i * dim * ElementSize(out_type), for i in
 // [0, num_ids).
 //

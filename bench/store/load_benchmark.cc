@@ -312,7 +312,7 @@ absl::Status Run(int argc, char** argv) {
   const int64_t want_rows = want_bytes / (dim * 4);
   absl::StatusOr<std::unique_ptr<TableSource>> source;
   if (rewrite == 0) {
-    source = TableSource::Open(TableSpec{"bench", path, ""});
+    source = TableSource::Open(TableSpec{"bench", path, "", {}});
   }
   const bool fits = source.ok() && (want_bytes == 0 ||
                                     ((*source)->dtype() == DataType::kFloat32 &&
@@ -327,7 +327,7 @@ absl::Status Run(int argc, char** argv) {
     const Clock::time_point start = Clock::now();
     RETURN_IF_ERROR(WriteNpy(path, want_rows, dim));
     std::fprintf(stderr, "written in %.1f s\n", Seconds(start));
-    source = TableSource::Open(TableSpec{"bench", path, ""});
+    source = TableSource::Open(TableSpec{"bench", path, "", {}});
   }
   if (!source.ok()) {
     return source.status();

@@ -14,7 +14,9 @@ namespace emb {
 static_assert(static_cast<int>(DataType::kFloat32) == embedding::v1::DATA_TYPE_FLOAT32);
 static_assert(static_cast<int>(DataType::kFloat16) == embedding::v1::DATA_TYPE_FLOAT16);
 static_assert(static_cast<int>(DataType::kBFloat16) == embedding::v1::DATA_TYPE_BFLOAT16);
-static_assert(embedding::v1::DataType_MAX == embedding::v1::DATA_TYPE_BFLOAT16,
+static_assert(static_cast<int>(DataType::kInt8Rowwise) == embedding::v1::DATA_TYPE_INT8_ROWWISE);
+static_assert(static_cast<int>(DataType::kInt4Rowwise) == embedding::v1::DATA_TYPE_INT4_ROWWISE);
+static_assert(embedding::v1::DataType_MAX == embedding::v1::DATA_TYPE_INT4_ROWWISE,
               "a DataType was added to the API: add it to kernels/data_type.h too");
 
 inline embedding::v1::DataType ToProto(DataType t) {
@@ -28,6 +30,7 @@ inline embedding::v1::DataType ToProto(std::optional<DataType> t) {
 
 // A wire value (of a request, an answer or a table description) as a DataType; nullopt for
 // DATA_TYPE_UNSPECIFIED and for any value this build does not know (a newer peer's, or garbage).
+// Quantized types are table types: an answer's or a request's type must be IsValueType.
 inline std::optional<DataType> FromProto(int wire_value) {
   const auto t = static_cast<DataType>(wire_value);
   return IsDataType(t) ? std::optional<DataType>(t) : std::nullopt;

@@ -26,10 +26,15 @@ bool IsCancelled(const Batcher::Request& r) {
 
 // A formed batch: its callers and the concatenated ids, alive until its rows are answered.
 struct Batcher::Batch {
-  std::vector<Entry> entries;
+  std::vector<Entry> entries;  // the plain requests first, then the pooled ones
   std::vector<int64_t> ids;
   std::vector<AnswerSpan> outs;  // each caller's answer buffer
   DataType out_type;
+  // The pooled requests' bags, as EmbeddingStore::LookUpBatch takes them (empty: none).
+  std::vector<int64_t> offsets;
+  std::vector<float> weights;
+  std::vector<float> scales;
+  size_t answer_rows = 0;
 };
 
 // A batch whose rows are in its callers' buffers, alive until its last call is finished.
@@ -63,7 +68,7 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
 Batcher::~Batcher() { Shutdown(); }
 
 absl::Status Batcher::Submit(Request request) {
-  const auto n = static_cast<int64_t>(request.ids.size());
+  const int64_t n = request.size();
   if (n > options_.max_batch_ids) {
     return absl::InvalidArgumentError(
         absl::StrCat(n, " ids exceed the batch limit of ", options_.max_batch_ids));
@@ -130,7 +135,7 @@ std::vector<Batcher::Entry> Batcher::TakeBatch() {
   int64_t removed = 0;           // ids leaving the queue, the cancelled requests' included
   for (auto it = queue_.begin(); it != queue_.end();) {
     const Request& r = it->request;
-    const auto n = static_cast<int64_t>(r.ids.size());
+    const int64_t n = r.size();
     if (!IsCancelled(r)) {
       if (type.has_value() && r.out_type != *type) {
         ++it;
@@ -286,25 +291,66 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     metrics_.inflight_batches->Set(static_cast<double>(inflight_));
     return;
   }
+  // The plain requests' ids first: the store answers a row per id up to the first bag.
+  std::stable_partition(batch->entries.begin(), batch->entries.end(),
+                        [](const Entry& e) { return !e.request.pooled; });
   batch->out_type = batch->entries.front().request.out_type;  // the same for all
   batch->ids.reserve(total);
   batch->outs.reserve(batch->entries.size());
   const size_t row_bytes = dim_ * ElementSize(batch->out_type);
   for (const Entry& e : batch->entries) {
     const Request& r = e.request;
+    if (r.pooled) {
+      AddBags(r, *batch);
+    }
     batch->ids.insert(batch->ids.end(), r.ids.begin(), r.ids.end());
-    *r.out = answer_pool_->Acquire(r.ids.size() * row_bytes);
+    batch->answer_rows += r.answer_rows();
+    *r.out = answer_pool_->Acquire(r.answer_rows() * row_bytes);
     batch->outs.push_back(
         AnswerSpan{absl::MakeSpan(r.out->data(), r.out->size()), r.out->device_data()});
+  }
+  if (!batch->weights.empty()) {
+    batch->weights.resize(batch->ids.size(), 1.0f);
   }
   metrics_.batch_ids->Observe(static_cast<double>(total));
   metrics_.batch_requests->Observe(static_cast<double>(batch->entries.size()));
   Batch* raw = batch.get();
-  store_->LookUp(
-      raw->ids, raw->out_type, raw->outs,
-      [this, batch = std::move(batch)](const absl::Status& status, const StageTimes& times) {
-        Answer(*batch, status, times);
-      });
+  LookUpBatch lookup;
+  lookup.ids = raw->ids;
+  lookup.out_type = raw->out_type;
+  lookup.outs = raw->outs;
+  lookup.bags.offsets = raw->offsets;
+  lookup.bags.weights = raw->weights;
+  lookup.bags.scales = raw->scales;
+  store_->LookUp(lookup, [this, batch = std::move(batch)](const absl::Status& status,
+                                                         const StageTimes& times) {
+    Answer(*batch, status, times);
+  });
+}
+
+void Batcher::AddBags(const Request& r, Batch& batch) {
+  const auto base = static_cast<int64_t>(batch.ids.size());  // where r's ids go
+  if (batch.offsets.empty()) {
+    batch.offsets.push_back(base);  // the first pooled id
+  }
+  const size_t first_bag = batch.offsets.size() - 1;
+  for (size_t b = 1; b < r.offsets.size(); ++b) {
+    batch.offsets.push_back(base + r.offsets[b]);
+  }
+  if (!r.weights.empty()) {
+    // Weights for every id so far (1: an unweighted bag's rows count once, exactly).
+    batch.weights.resize(static_cast<size_t>(base), 1.0f);
+    batch.weights.insert(batch.weights.end(), r.weights.begin(), r.weights.end());
+  } else if (!batch.weights.empty()) {
+    batch.weights.resize(static_cast<size_t>(base) + r.ids.size(), 1.0f);
+  }
+  if (r.mean || !batch.scales.empty()) {
+    batch.scales.resize(first_bag, 1.0f);  // the earlier bags' sums stay as they are
+    for (size_t b = 0; b + 1 < r.offsets.size(); ++b) {
+      const int64_t length = r.offsets[b + 1] - r.offsets[b];
+      batch.scales.push_back(!r.mean ? 1.0f : length > 0 ? 1.0f / static_cast<float>(length) : 0.0f);
+    }
+  }
 }
 
 void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes& times) {
@@ -318,7 +364,7 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes&
   if (status.ok()) {
     metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
     metrics_.answer_bytes->Increment(
-        static_cast<double>(batch.ids.size() * dim_ * ElementSize(batch.out_type)));
+        static_cast<double>(batch.answer_rows * dim_ * ElementSize(batch.out_type)));
     metrics_.gather_seconds->Observe(times.gather);
     if (times.copy_in > 0 || times.copy_out > 0) {
       metrics_.copy_in_seconds->Observe(times.copy_in);

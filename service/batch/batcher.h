@@ -7,6 +7,8 @@
 // finds nothing queued and fewer than inline_batches batches in flight starts its batch on the
 // submitting thread: that only enqueues the gather, and saves waking the worker (tens of
 // microseconds).
+// Pooled requests (bags of ids summed or averaged into one row each) join the same batches: their
+// ids go after the plain requests' ids, and the store pools them (EmbeddingStore::LookUpBatch).
 // Requests whose deadline passed or that were cancelled are dropped when their batch forms (a
 // cancelled one takes no room in it). Each
 // batch's ids are concatenated into one int64 tensor and handed to the store together with each
@@ -25,6 +27,7 @@
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -82,6 +85,19 @@ class Batcher {
     // CANCELLED instead of gathered. May be nullptr; must stay valid until `done` runs.
     const std::atomic<bool>* cancelled = nullptr;
     absl::AnyInvocable<void(const absl::Status&)> done;
+
+    // A pooled request answers a row per bag of its ids (checked by the caller): bag b is
+    // ids[offsets[b] .. offsets[b + 1]), offsets running from 0 to ids.size(). Pooled requests
+    // join batches with plain ones of the same answer type (EmbeddingStore::LookUpBatch).
+    bool pooled = false;
+    absl::Span<const int64_t> offsets;
+    absl::Span<const float> weights;  // empty, or one per id
+    bool mean = false;                // each bag's sum divided by its length
+    // The rows of the answer: one per id, or one per bag.
+    size_t answer_rows() const { return pooled ? offsets.size() - 1 : ids.size(); }
+    // What the request counts against the queue's and a batch's limits: its ids or its answer's
+    // rows, whichever are more (a store's buffers hold max_batch_ids of each).
+    int64_t size() const { return static_cast<int64_t>(std::max(ids.size(), answer_rows())); }
   };
 
   // `store`, `metrics` and `clock` must outlive the batcher. Starts the worker thread. Batches
@@ -154,6 +170,8 @@ class Batcher {
   // Removes the next batch's entries from the queue; empty when the queue is empty.
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
+  // Appends the bags of the pooled request `r` to `batch`, whose ids do not yet hold r's.
+  static void AddBags(const Request& r, Batch& batch);
   struct Finishing;
   // Records the batch's stage times, then finishes the first caller's call and hands the others
   // to the finishing threads.

@@ -67,8 +67,7 @@ class LookUpCall final : public grpc::ServerUnaryReactor {
   bool InternalInlineable() override { return true; }
 
   LookUpRequest request;
-  std::vector<int64_t> shape;
-  DataType out_type = DataType::kFloat32;
+  LookUpPlan plan;  // the answer's type and shape, and the bags of a pooled call
   AnswerBuffer rows;
   UnsentAnswers::Claim claim;
   std::atomic<bool> cancelled{false};
@@ -178,18 +177,18 @@ absl::StatusOr<ServedTable*> FindServedTable(std::vector<ServedTable>* tables,
 }
 
 absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const ServedTable& table,
-                                            DataType* out_type) const {
+                                            LookUpPlan* plan) const {
   const EmbeddingStore& store = *table.store;
   absl::string_view reason;
-  absl::StatusOr<DataType> type = ValidateLookUpRequest(
+  absl::StatusOr<LookUpPlan> planned = PlanLookUp(
       request,
       RequestTable{store.info().name, store.info().rows, store.info().dim, store.info().dtype},
       limits_.max_request_ids, limits_.max_response_bytes, &reason);
-  if (!type.ok()) {
+  if (!planned.ok()) {
     metrics_->RejectIds(store.info().name, reason, request.ids_size());
-    return type.status();
+    return planned.status();
   }
-  *out_type = *type;
+  *plan = *std::move(planned);
   return absl::OkStatus();
 }
 
@@ -224,24 +223,19 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   if (!table.ok()) {
     return finish(table.status());
   }
-  if (absl::Status s = Validate(request, **table, &call->out_type); !s.ok()) {
+  if (absl::Status s = Validate(request, **table, &call->plan); !s.ok()) {
     return finish(s);
   }
+  const LookUpPlan& plan = call->plan;
   const EmbeddingStore& store = *(*table)->store;
-  if (request.shape_size() > 0) {
-    call->shape.assign(request.shape().begin(), request.shape().end());
-  } else {
-    call->shape.push_back(request.ids_size());
-  }
-  call->shape.push_back(store.info().dim);
-  if (request.ids_size() == 0) {
-    *response_bytes = SerializeLookUpAnswer(AnswerBuffer(), call->shape, call->out_type);
+  if (plan.answer_rows == 0 || (request.ids_size() == 0 && !plan.pooled)) {
+    *response_bytes = SerializeLookUpAnswer(AnswerBuffer(), plan.shape, plan.out_type);
     return finish(absl::OkStatus());
   }
   const int num_ids = request.ids_size();
   // Validate bounded the answer by max_response_bytes, so this does not overflow.
-  const size_t answer_bytes = static_cast<size_t>(num_ids) * static_cast<size_t>(store.info().dim) *
-                              ElementSize(call->out_type);
+  const size_t answer_bytes = static_cast<size_t>(plan.answer_rows) *
+                              static_cast<size_t>(store.info().dim) * ElementSize(plan.out_type);
   UnsentAnswers::Bound refused_by;
   absl::StatusOr<UnsentAnswers::Claim> claim = unsent_answers_.Take(
       ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), &refused_by, deadline);
@@ -252,7 +246,11 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   call->claim = *std::move(claim);
   Batcher::Request r;
   r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
-  r.out_type = call->out_type;
+  r.out_type = plan.out_type;
+  r.pooled = plan.pooled;
+  r.offsets = plan.offsets;
+  r.weights = absl::MakeConstSpan(request.weights().data(), request.weights_size());
+  r.mean = plan.mean;
   r.out = &call->rows;
   r.deadline = deadline;
   r.cancelled = &call->cancelled;
@@ -262,8 +260,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     } else {
       call->late_answers = late;
       // The rows and their claim go to gRPC, which gives both back once it has sent them.
-      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->shape, call->out_type,
-                                              std::move(call->claim));
+      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->plan.shape,
+                                              call->plan.out_type, std::move(call->claim));
     }
     call->Finish(ToGrpcStatus(s));  // last: OnDone may run inside it and delete `call`
   };
@@ -295,6 +293,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_dim(table.dim);
     info->set_dtype(ToProto(table.dtype));
     info->set_device(table.device);
+    info->set_bytes(static_cast<int64_t>(table.bytes()));
     info->set_is_default(i == 0);
     info->set_sequence((*tables)[i].batcher->last_sequence());
     info->set_updated_rows((*tables)[i].batcher->updated_rows());

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,7 @@
 #include "service/batch/batcher.h"
 #include "service/common/clock.h"
 #include "service/metrics/metrics.h"
+#include "service/rpc/request_validation.h"
 #include "service/rpc/unsent_answers.h"
 #include "service/store/embedding_store.h"
 
@@ -59,6 +61,7 @@ struct TableVersions {
       tensor;  // the tensor name of its .safetensors files (--table=NAME=DIR#TENSOR, else NAME)
   std::atomic<int64_t> version{0};  // the version served (last loaded or saved)
   std::string open_tensor;          // the tensor --table named (empty: a file's only one)
+  std::optional<DataType> quantize;  // --table's quantize=, for a quantized table
   std::atomic<bool> busy{false};    // a SaveTable or a version load of the table is running
   std::atomic<bool> pinned{false};  // LoadVersion of a given version: polling leaves it
   std::atomic<int64_t> refused{0};  // the newest version polling found broken (not retried)
@@ -112,7 +115,7 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
   grpc::ServerUnaryReactor* HoldOrRefuse(grpc::CallbackServerContext* ctx);
   // Checks `request` against `table` and the limits; on error counts the rejected ids.
   absl::Status Validate(const embedding::v1::LookUpRequest& request, const ServedTable& table,
-                        DataType* out_type) const;
+                        LookUpPlan* plan) const;
 
   enum class Gate { kOpen, kHold, kRefuse };
 

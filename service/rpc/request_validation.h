@@ -6,6 +6,7 @@
 #define EMB_SERVICE_RPC_REQUEST_VALIDATION_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -21,6 +22,8 @@ inline constexpr absl::string_view kRejectNegativeId = "negative_id";
 inline constexpr absl::string_view kRejectOutOfRange = "out_of_range";
 inline constexpr absl::string_view kRejectBadShape = "bad_shape";
 inline constexpr absl::string_view kRejectBadDtype = "bad_dtype";
+// A pooled request's bags: offsets, lengths, weights or pooling mode malformed.
+inline constexpr absl::string_view kRejectBadBags = "bad_bags";
 inline constexpr absl::string_view kRejectTooManyIds = "too_many_ids";
 inline constexpr absl::string_view kRejectAnswerTooLarge = "answer_too_large";
 inline constexpr absl::string_view kRejectQueueFull = "queue_full";
@@ -37,13 +40,34 @@ struct RequestTable {
   absl::string_view name;  // for messages
   int64_t rows = 0;
   int64_t dim = 0;
-  DataType dtype = DataType::kFloat32;  // the answer's type when the request names none
+  DataType dtype = DataType::kFloat32;  // the table's type (a quantized table answers float32)
 };
 
-// The answer's type when `request` may be served from `table` within the limits. Otherwise
-// INVALID_ARGUMENT (bad shape, too many ids, an answer over max_response_bytes, an unknown
-// dtype, a negative id) or OUT_OF_RANGE (an id >= table.rows), with a message naming the field,
-// the value and the limit, and *reject_reason set to the metric's reason (kReject* above).
+// How a valid LookUpRequest is answered.
+struct LookUpPlan {
+  DataType out_type = DataType::kFloat32;  // a value type
+  std::vector<int64_t> shape;              // the answer's, its last axis the table's dim
+  int64_t answer_rows = 0;                 // one per id, or one per bag
+  bool pooled = false;
+  bool mean = false;
+  // Pooled: bags + 1 offsets into the ids, from 0 to len(ids) (from the request's offsets, its
+  // lengths, or its shape's last axis).
+  std::vector<int64_t> offsets;
+};
+
+// How `request` is answered when it may be served from `table` within the limits. Otherwise
+// INVALID_ARGUMENT (bad shape, too many ids or bags, an answer over max_response_bytes, an unknown
+// or quantized answer dtype, a negative id, malformed bags: offsets that do not run from 0 to
+// len(ids) or that decrease, lengths that do not sum to len(ids), weights of the wrong length or
+// without POOLING_SUM, offsets or lengths or weights without pooling) or OUT_OF_RANGE (an id >=
+// table.rows), with a message naming the field, the value and the limit, and *reject_reason set
+// to the metric's reason (kReject* above).
+absl::StatusOr<LookUpPlan> PlanLookUp(const embedding::v1::LookUpRequest& request,
+                                      const RequestTable& table, int64_t max_request_ids,
+                                      int64_t max_response_bytes,
+                                      absl::string_view* reject_reason);
+
+// PlanLookUp's answer type alone.
 absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpRequest& request,
                                                const RequestTable& table, int64_t max_request_ids,
                                                int64_t max_response_bytes,

@@ -18,7 +18,7 @@ namespace {
 absl::StatusOr<LoadedVersion> Load(ServedTable& table, int64_t version, bool pin, Clock* clock) {
   TableVersions& versions = *table.versions;
   const TableInfo& info = table.store->info();
-  const TableSpec spec{info.name, versions.dir, versions.open_tensor};
+  const TableSpec spec{info.name, versions.dir, versions.open_tensor, versions.quantize};
   if (version == 0) {
     ASSIGN_OR_RETURN(const std::vector<int64_t> all, ListVersions(versions.dir));
     if (all.empty()) {

@@ -316,9 +316,12 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     const double seconds = SecondsSince(options.clock, start);
     const TableInfo& table = store->info();
     LogInfo(absl::StrFormat(
-        "table '%s' loaded: %d rows x %d dims, %s, %d bytes, %.3f s, %.2f GB/s, device %s, from "
-        "%s%s",
+        "table '%s' loaded: %d rows x %d dims, %s%s, %d bytes, %.3f s, %.2f GB/s, device %s, "
+        "from %s%s",
         source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
+        source->stored_dtype() != source->dtype()
+            ? absl::StrCat(" (quantized from ", DataTypeName(source->stored_dtype()), ")")
+            : "",
         source->bytes(), seconds,
         seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, table.device,
         source->origin(),
@@ -336,6 +339,9 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
       served.versions->dir = source->versions_dir();
       served.versions->tensor = source->tensor().empty() ? source->name() : source->tensor();
       served.versions->open_tensor = source->tensor();
+      if (IsQuantized(source->dtype())) {
+        served.versions->quantize = source->dtype();  // every version is served quantized
+      }
       served.versions->version.store(source->version());
       tm.version->Set(static_cast<double>(source->version()));
     }

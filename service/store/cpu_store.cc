@@ -22,20 +22,34 @@ CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows
       clock_(options.clock),
       data_(std::move(rows)) {}
 
-void CpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
+void CpuStore::LookUp(const LookUpBatch& batch, Done done) {
   const TableInfo& table = info();
-  const size_t row_bytes = static_cast<size_t>(table.dim) * ElementSize(out_type);
-  if (absl::Status s = CheckRowsOut(ids.size(), row_bytes, outs); !s.ok()) {
+  const size_t row_bytes = static_cast<size_t>(table.dim) * ElementSize(batch.out_type);
+  const size_t plain = batch.plain_ids();
+  if (absl::Status s = CheckRowsOut(batch.answer_rows(), row_bytes, batch.outs, plain); !s.ok()) {
     done(s, StageTimes{});
     return;
   }
-  // Each caller's rows are gathered straight into its span.
+  // Each caller's rows are gathered, or its bags pooled, straight into its span.
   const absl::Time start = clock_->Now();
-  size_t first = 0;
-  for (const AnswerSpan& out : outs) {
+  size_t first = 0;  // the span's first answer row
+  for (const AnswerSpan& out : batch.outs) {
     const size_t n = out.host.size() / row_bytes;
-    kernels::CpuGather(data_->data(), table.dtype, table.dim, ids.subspan(first, n), out_type,
-                       out.host.data());
+    if (first < plain) {
+      kernels::CpuGather(data_->data(), table.dtype, table.dim, batch.ids.subspan(first, n),
+                         batch.out_type, out.host.data());
+    } else {
+      const size_t bag = first - plain;  // the span's first bag
+      kernels::Bags bags;
+      bags.ids = batch.ids;
+      bags.offsets = batch.bags.offsets.subspan(bag, n + 1);
+      bags.weights = batch.bags.weights;
+      if (!batch.bags.scales.empty()) {
+        bags.scales = batch.bags.scales.subspan(bag, n);
+      }
+      kernels::CpuPooledGather(data_->data(), table.dtype, table.dim, bags, batch.out_type,
+                               out.host.data());
+    }
     first += n;
   }
   StageTimes times;
@@ -61,8 +75,8 @@ class HostPreparedRows final : public PreparedRows {
 absl::StatusOr<std::unique_ptr<PreparedRows>> CpuStore::PrepareRows(
     absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
   const TableInfo& table = info();
-  const size_t in_row = static_cast<size_t>(table.dim) * ElementSize(rows_type);
-  const size_t out_row = static_cast<size_t>(table.dim) * ElementSize(table.dtype);
+  const size_t in_row = RowBytes(rows_type, table.dim);
+  const size_t out_row = RowBytes(table.dtype, table.dim);
   if (rows.size() != ids.size() * in_row) {
     return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
                                             ids.size(), " ids of dim ", table.dim));
@@ -72,8 +86,8 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> CpuStore::PrepareRows(
   std::vector<std::byte> converted(keep.size() * out_row);
   for (size_t k = 0; k < keep.size(); ++k) {
     kept_ids[k] = ids[keep[k]];
-    kernels::CpuConvert(rows.data() + keep[k] * in_row, rows_type, table.dim, table.dtype,
-                        converted.data() + k * out_row);
+    RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
+                                      converted.data() + k * out_row, keep[k]));
   }
   return std::make_unique<HostPreparedRows>(std::move(kept_ids), std::move(converted));
 }
@@ -83,7 +97,7 @@ absl::Status CpuStore::WriteRows(PreparedRows& prepared) {
   if (rows == nullptr) {
     return absl::InternalError("WriteRows: rows prepared by another store");
   }
-  const size_t row = static_cast<size_t>(info().dim) * ElementSize(info().dtype);
+  const size_t row = RowBytes(info().dtype, info().dim);
   for (size_t k = 0; k < rows->ids.size(); ++k) {
     std::memcpy(data_->mutable_data() + static_cast<size_t>(rows->ids[k]) * row,
                 rows->rows.data() + k * row, row);

@@ -22,7 +22,8 @@ class CpuStore final : public EmbeddingStore {
                                                           const StoreOptions& options);
 
   // Gathers into `outs` on the calling thread and calls `done` before returning.
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override;
   // Prepared rows are host memory in the table's type; WriteRows copies them into the table.
   absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;

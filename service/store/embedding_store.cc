@@ -1,6 +1,7 @@
 #include "service/store/embedding_store.h"
 
 #include "absl/container/flat_hash_map.h"
+#include "kernels/quantize_rows.h"
 
 namespace emb::service {
 
@@ -13,6 +14,17 @@ absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, 
       origin, " holds ", rows, " x ", dim, " ", DataTypeName(dtype), " but table '", served.name,
       "' is served as ", served.rows, " x ", served.dim, " ", DataTypeName(served.dtype),
       ": a version of another shape or type needs a restart"));
+}
+
+absl::Status EncodeRowOfUpdate(const std::byte* row, DataType rows_type, const TableInfo& table,
+                               std::byte* out, size_t index) {
+  if (absl::Status s = EncodeRows(row, rows_type, 1, table.dim, table.dtype, out,
+                                  static_cast<int64_t>(index));
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("table '", table.name, "' is ",
+                                                   DataTypeName(table.dtype), ": ", s.message()));
+  }
+  return absl::OkStatus();
 }
 
 std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids) {

@@ -43,7 +43,7 @@ struct TableInfo {
   DataType dtype = DataType::kFloat32;
   std::string device;  // "cpu" or "cuda:N"
   // Bytes the table occupies on its device.
-  size_t bytes() const { return static_cast<size_t>(rows) * dim * ElementSize(dtype); }
+  size_t bytes() const { return static_cast<size_t>(rows) * RowBytes(dtype, dim); }
 };
 
 // One caller's share of a batch's answer: whole rows of the answer type, in id order. `device` is
@@ -53,6 +53,34 @@ struct TableInfo {
 struct AnswerSpan {
   absl::Span<std::byte> host;
   std::byte* device = nullptr;
+};
+
+// The pooled part of a batch: bag b is ids[offsets[b] .. offsets[b + 1]) of the batch's ids, and
+// the bags come after the ids answered one row each (offsets[0] of them), so offsets.back() is
+// the batch's last id. A bag's row is the sum of its rows (each times its weight, where `weights`
+// is given), times its scale (where `scales` is given: a mean's 1 / length), accumulated in
+// float32 and rounded once to the answer type (kernels::CpuPooledGather).
+struct BatchBags {
+  absl::Span<const int64_t> offsets;  // bags + 1; empty: nothing is pooled
+  absl::Span<const float> weights;    // empty, or one per id of the batch (the pooled ones read)
+  absl::Span<const float> scales;     // empty, or one per bag
+  size_t count() const { return offsets.empty() ? 0 : offsets.size() - 1; }
+};
+
+// One batch handed to a store.
+struct LookUpBatch {
+  absl::Span<const int64_t> ids;
+  DataType out_type = DataType::kFloat32;
+  // Where the answer's rows go, one span per caller in order: first a row per id for the ids
+  // before the bags, then a row per bag.
+  absl::Span<const AnswerSpan> outs;
+  BatchBags bags;
+
+  // The ids answered one row each: all of them when nothing is pooled.
+  size_t plain_ids() const {
+    return bags.offsets.empty() ? ids.size() : static_cast<size_t>(bags.offsets.front());
+  }
+  size_t answer_rows() const { return plain_ids() + bags.count(); }
 };
 
 // Rows of an update made ready by EmbeddingStore::PrepareRows, to be written by WriteRows of the
@@ -79,6 +107,13 @@ absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, 
 // The index of each distinct id's last occurrence in `ids`, in the order of those occurrences:
 // the rows an update writes when an id is given twice (the last row wins).
 std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids);
+
+// Writes one row of an update (dim elements of the value type `rows_type`) as a row of the
+// table's type, converted as lookups convert or quantized (kernels/quantize_rows.h).
+// INVALID_ARGUMENT naming the table and the row (`index`, its place in the message) for a row a
+// quantized table cannot hold (NaN, infinity, or past float16 for int4).
+absl::Status EncodeRowOfUpdate(const std::byte* row, DataType rows_type, const TableInfo& table,
+                               std::byte* out, size_t index);
 
 // Another version of a store's table, loaded beside the served one by PrepareTable, to take its
 // place (SwapTable); after the swap it holds the old rows, freed with it.
@@ -107,12 +142,21 @@ class EmbeddingStore {
   // Batches that may be in flight at once without LookUp blocking (GpuStore: its slots).
   virtual int max_inflight_batches() const { return 1; }
 
-  // Gathers rows ids[i], converted to `out_type`, into `outs`. Ids were checked by the caller
-  // (all in [0, info().rows)) and number at most max_batch_ids(); `ids`, `outs` and the memory
-  // they point to must stay valid until `done` runs. Errors: INTERNAL with the CUDA error's name
-  // for a device failure, or for `outs` that do not hold the rows (see CheckRowsOut).
-  virtual void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs,
-                      Done done) = 0;
+  // Gathers rows ids[i], converted to `out_type`, into `outs`, and pools the batch's bags. Ids
+  // and bags were checked by the caller (ids in [0, info().rows), offsets never decreasing), and
+  // ids and answer rows number at most max_batch_ids(); the spans of `batch` and the memory they
+  // point to must stay valid until `done` runs (`batch` itself need not). Errors: INTERNAL with
+  // the CUDA error's name for a device failure, or for `outs` that do not hold the rows (see
+  // CheckRowsOut).
+  virtual void LookUp(const LookUpBatch& batch, Done done) = 0;
+  // A batch with nothing pooled.
+  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
+    LookUpBatch batch;
+    batch.ids = ids;
+    batch.out_type = out_type;
+    batch.outs = outs;
+    LookUp(batch, std::move(done));
+  }
 
   // Row updates come in two steps, so that the slow part runs while batches do:
   //   PrepareRows, on any thread at any time: `rows` (ids.size() rows of info().dim elements of
@@ -183,9 +227,11 @@ class EmbeddingStore {
   const int64_t max_batch_ids_;
 };
 
-// OK if `outs` are whole rows of `row_bytes` that together hold `ids` rows; else INTERNAL, saying
-// which span is off.
-inline absl::Status CheckRowsOut(size_t ids, size_t row_bytes, EmbeddingStore::RowsOut outs) {
+// OK if `outs` are whole rows of `row_bytes` that together hold `ids` rows (a batch's answer
+// rows), and none holds both rows of single ids and pooled rows (the first `plain` rows); else
+// INTERNAL, saying which span is off.
+inline absl::Status CheckRowsOut(size_t ids, size_t row_bytes, EmbeddingStore::RowsOut outs,
+                                 size_t plain = 0) {
   size_t rows = 0;
   for (size_t i = 0; i < outs.size(); ++i) {
     const size_t bytes = outs[i].host.size();
@@ -193,7 +239,12 @@ inline absl::Status CheckRowsOut(size_t ids, size_t row_bytes, EmbeddingStore::R
       return absl::InternalError(absl::StrCat("answer span ", i, " holds ", bytes,
                                               " bytes, not whole rows of ", row_bytes));
     }
+    const size_t first = rows;
     rows += bytes / row_bytes;
+    if (first < plain && rows > plain) {
+      return absl::InternalError(absl::StrCat("answer span ", i, " holds rows ", first, " to ",
+                                              rows, ", across the first pooled row ", plain));
+    }
   }
   if (rows != ids) {
     return absl::InternalError(

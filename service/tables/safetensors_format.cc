@@ -68,6 +68,29 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
                                      "' lacks dtype, shape or data_offsets [begin, end]"));
   }
   TableLayout layout;
+  // The metadata: the last applied sequence, and a quantized table's layout and dim.
+  std::string quantized_layout;
+  int64_t quantized_dim = 0;
+  if (auto meta = header.fields.find("__metadata__"); meta != header.fields.end()) {
+    const auto& fields = meta->second.fields;
+    auto seq = fields.find(kSequenceMetadataKey);
+    if (seq != fields.end() &&
+        (seq->second.kind != Json::kString ||
+         !absl::SimpleAtoi(seq->second.str, &layout.sequence) || layout.sequence < 0)) {
+      return Defect(path, absl::StrCat("__metadata__.", kSequenceMetadataKey,
+                                       " is not a non-negative integer in a string"));
+    }
+    if (auto l = fields.find(kLayoutMetadataKey); l != fields.end()) {
+      quantized_layout = l->second.str;
+    }
+    if (auto d = fields.find(kDimMetadataKey); d != fields.end() &&
+                                               (d->second.kind != Json::kString ||
+                                                !absl::SimpleAtoi(d->second.str, &quantized_dim) ||
+                                                quantized_dim < 1)) {
+      return Defect(path, absl::StrCat("__metadata__.", kDimMetadataKey,
+                                       " is not a positive integer in a string"));
+    }
+  }
   const std::string& dt = dtype->second.str;
   if (dt == "F32") {
     layout.dtype = DataType::kFloat32;
@@ -75,9 +98,15 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
     layout.dtype = DataType::kFloat16;
   } else if (dt == "BF16") {
     layout.dtype = DataType::kBFloat16;
+  } else if (dt == "U8" && (quantized_layout == DataTypeName(DataType::kInt8Rowwise) ||
+                            quantized_layout == DataTypeName(DataType::kInt4Rowwise))) {
+    layout.dtype = quantized_layout == DataTypeName(DataType::kInt8Rowwise)
+                       ? DataType::kInt8Rowwise
+                       : DataType::kInt4Rowwise;
   } else {
     return Defect(path, absl::StrCat("tensor '", chosen, "' has unsupported dtype ", dt,
-                                     "; tables must be F32, F16 or BF16"));
+                                     "; tables must be F32, F16 or BF16, or U8 with __metadata__.",
+                                     kLayoutMetadataKey, " int8_rowwise or int4_rowwise"));
   }
   std::vector<int64_t> dims;
   for (const Json& d : shape->second.items) {
@@ -88,6 +117,19 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
     dims.push_back(v);
   }
   RETURN_IF_ERROR(CheckShape(path, dims, &layout));
+  if (IsQuantized(layout.dtype)) {
+    // The shape's second axis is the row's bytes; the elements are fewer.
+    const int64_t row_bytes = layout.dim;
+    const int64_t trailer = layout.dtype == DataType::kInt8Rowwise ? 8 : 4;
+    const int64_t dim = quantized_dim > 0 ? quantized_dim
+                        : layout.dtype == DataType::kInt8Rowwise ? row_bytes - trailer
+                                                                 : 2 * (row_bytes - trailer);
+    if (dim < 1 || static_cast<int64_t>(RowBytes(layout.dtype, dim)) != row_bytes) {
+      return Defect(path, absl::StrCat("tensor '", chosen, "' rows of ", row_bytes, " bytes are not ",
+                                       quantized_layout, " rows of ", dim, " elements"));
+    }
+    layout.dim = dim;
+  }
   int64_t begin;
   int64_t end;
   if (!JsonInt(offsets->second.items[0], &begin) || !JsonInt(offsets->second.items[1], &end) ||
@@ -96,24 +138,15 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
   }
   size_t need;
   if (!TableBytes(layout.rows, layout.dim, layout.dtype, &need)) {
-    return Defect(path, absl::StrCat("shape [", layout.rows, ", ", layout.dim, "] of ", dt,
-                                     " overflows 64-bit sizes"));
+    return Defect(path, absl::StrCat("shape [", layout.rows, ", ", layout.dim, "] of ",
+                                     DataTypeName(layout.dtype), " overflows 64-bit sizes"));
   }
   if (static_cast<size_t>(end - begin) != need) {
     return Defect(path, absl::StrCat("tensor '", chosen, "' data_offsets span ", end - begin,
                                      " bytes but shape [", layout.rows, ", ", layout.dim, "] of ",
-                                     dt, " needs ", need));
+                                     DataTypeName(layout.dtype), " needs ", need));
   }
   layout.data_offset = 8 + header_len + static_cast<size_t>(begin);
-  if (auto meta = header.fields.find("__metadata__"); meta != header.fields.end()) {
-    auto seq = meta->second.fields.find(kSequenceMetadataKey);
-    if (seq != meta->second.fields.end() &&
-        (seq->second.kind != Json::kString ||
-         !absl::SimpleAtoi(seq->second.str, &layout.sequence) || layout.sequence < 0)) {
-      return Defect(path, absl::StrCat("__metadata__.", kSequenceMetadataKey,
-                                       " is not a non-negative integer in a string"));
-    }
-  }
   return layout;
 }
 

@@ -11,9 +11,13 @@
 namespace emb::service {
 
 bool TableBytes(int64_t rows, int64_t dim, DataType t, size_t* out) {
-  size_t n;
-  return !__builtin_mul_overflow(static_cast<size_t>(rows), static_cast<size_t>(dim), &n) &&
-         !__builtin_mul_overflow(n, ElementSize(t), out) &&
+  size_t row;
+  if (IsQuantized(t)) {
+    row = RowBytes(t, dim);  // dim plus a few bytes: dim is at most int64's largest
+  } else if (__builtin_mul_overflow(static_cast<size_t>(dim), ElementSize(t), &row)) {
+    return false;
+  }
+  return !__builtin_mul_overflow(static_cast<size_t>(rows), row, out) &&
          *out <= static_cast<size_t>(std::numeric_limits<int64_t>::max());
 }
 

@@ -45,7 +45,8 @@ using ReadAt = absl::FunctionRef<absl::Status(size_t offset, absl::Span<std::byt
 // come here.
 absl::StatusOr<TableLayout> ParseLayout(const TableSpec& spec, size_t file_size, ReadAt read);
 
-// The bytes of rows x dim elements of `t` into *out; false when that overflows size_t or int64.
+// The bytes of `rows` rows of `dim` elements of `t` (RowBytes) into *out; false when that
+// overflows size_t or int64.
 bool TableBytes(int64_t rows, int64_t dim, DataType t, size_t* out);
 
 // INVALID_ARGUMENT "PATH: WHAT": how every defect of a table file is reported.
@@ -61,6 +62,12 @@ absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t
 // The metadata key of a .safetensors table's last applied update sequence (a decimal string, as
 // safetensors metadata values are strings).
 inline constexpr char kSequenceMetadataKey[] = "emb_sequence";
+// The metadata keys of a quantized table: a U8 tensor [rows, row bytes] whose rows are in the
+// layout named by "emb_layout" ("int8_rowwise" or "int4_rowwise", kernels/quantize.h), of
+// "emb_dim" elements (optional for int8; needed for int4 rows of odd dim, else 2 x the levels'
+// bytes).
+inline constexpr char kLayoutMetadataKey[] = "emb_layout";
+inline constexpr char kDimMetadataKey[] = "emb_dim";
 
 // The header of a .safetensors file; `tensor` names the tensor (empty: the file's only one).
 absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::string_view tensor,

@@ -9,9 +9,11 @@
 #include <cerrno>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "kernels/quantize_rows.h"
 #include "service/common/regular_file.h"
 #include "service/common/status_macros.h"
 #include "service/tables/table_layout.h"
@@ -67,6 +69,15 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
   source->rows_ = layout.rows;
   source->dim_ = layout.dim;
   source->dtype_ = layout.dtype;
+  source->stored_dtype_ = layout.dtype;
+  if (spec.quantize.has_value() && *spec.quantize != layout.dtype) {
+    if (IsQuantized(layout.dtype)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source->origin_, ": the table is stored as ", DataTypeName(layout.dtype),
+          " already; it cannot be quantized again to ", DataTypeName(*spec.quantize)));
+    }
+    source->dtype_ = *spec.quantize;
+  }
   source->data_offset_ = layout.data_offset;
   source->sequence_ = layout.sequence;
   source->tensor_ = spec.tensor;
@@ -96,6 +107,29 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
     return absl::OutOfRangeError(
         absl::StrCat(origin_, ": read past the table's ", bytes(), " bytes"));
   }
+  if (dtype_ == stored_dtype_) {
+    return ReadStored(offset, dst);
+  }
+  // Quantized as they load: read the stored rows that the range touches, quantize them, and copy
+  // the range's part.
+  const size_t row = row_bytes();
+  const size_t stored_row = RowBytes(stored_dtype_, dim_);
+  const size_t first = offset / row;
+  const size_t last = (offset + dst.size() + row - 1) / row;  // one past
+  std::vector<std::byte> stored((last - first) * stored_row);
+  std::vector<std::byte> quantized((last - first) * row);
+  RETURN_IF_ERROR(ReadStored(first * stored_row, absl::MakeSpan(stored)));
+  if (absl::Status s = EncodeRows(stored.data(), stored_dtype_, static_cast<int64_t>(last - first),
+                                  dim_, dtype_, quantized.data(), static_cast<int64_t>(first));
+      !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(origin_, ": cannot be quantized to ",
+                                                   DataTypeName(dtype_), ": ", s.message()));
+  }
+  std::memcpy(dst.data(), quantized.data() + (offset - first * row), dst.size());
+  return absl::OkStatus();
+}
+
+absl::Status TableSource::ReadStored(size_t offset, absl::Span<std::byte> dst) const {
   if (fd_ >= 0) {
     return PreadAll(fd_, data_offset_ + offset, dst, origin_);
   }
@@ -114,7 +148,8 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
 
 void TableSource::AdviseSequential() const {
   if (fd_ >= 0) {
-    (void)posix_fadvise(fd_, static_cast<off_t>(data_offset_), static_cast<off_t>(bytes()),
+    (void)posix_fadvise(fd_, static_cast<off_t>(data_offset_),
+                        static_cast<off_t>(static_cast<size_t>(rows_) * RowBytes(stored_dtype_, dim_)),
                         POSIX_FADV_SEQUENTIAL);
   }
 }

@@ -41,8 +41,11 @@ class TableSource {
   const std::string& name() const { return name_; }
   int64_t rows() const { return rows_; }
   int64_t dim() const { return dim_; }
+  // The type the rows are served in: the file's, or the quantized type the spec asked for.
   DataType dtype() const { return dtype_; }
-  size_t row_bytes() const { return static_cast<size_t>(dim_) * ElementSize(dtype_); }
+  // The file's own type (dtype() unless the rows are quantized as they load).
+  DataType stored_dtype() const { return stored_dtype_; }
+  size_t row_bytes() const { return RowBytes(dtype_, dim_); }
   size_t bytes() const { return static_cast<size_t>(rows_) * row_bytes(); }
   // The file (with #tensor) or "demo(seed=N)", for logs.
   const std::string& origin() const { return origin_; }
@@ -59,7 +62,9 @@ class TableSource {
     version_ = version;
   }
 
-  // Copies data bytes [offset, offset + dst.size()) into dst. INTERNAL on a read error.
+  // Copies data bytes [offset, offset + dst.size()) of the rows as served (quantized as they are
+  // read, where the spec asks) into dst. INTERNAL on a read error; INVALID_ARGUMENT (naming the
+  // file and row) for a row that cannot be quantized.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
 
   // Tells the kernel that the rows will be read once, front to back (more readahead). A hint:
@@ -73,12 +78,15 @@ class TableSource {
 
  private:
   TableSource() = default;
+  // Read() of the stored rows, unconverted.
+  absl::Status ReadStored(size_t offset, absl::Span<std::byte> dst) const;
 
   std::string name_;
   std::string origin_;
   int64_t rows_ = 0;
   int64_t dim_ = 0;
   DataType dtype_ = DataType::kFloat32;
+  DataType stored_dtype_ = DataType::kFloat32;
   int fd_ = -1;             // files only
   size_t data_offset_ = 0;  // files only: where the rows start
   uint64_t demo_seed_ = 0;  // demo only

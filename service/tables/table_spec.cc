@@ -74,7 +74,7 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   const size_t eq = flag.find('=');
   if (eq == absl::string_view::npos || eq == 0 || eq + 1 == flag.size()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--table=", flag, ": expected NAME=PATH[#TENSOR]"));
+        absl::StrCat("--table=", flag, ": expected NAME=PATH[#TENSOR][,quantize=int8|int4]"));
   }
   TableSpec spec;
   spec.name = std::string(flag.substr(0, eq));
@@ -82,13 +82,27 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
     return absl::InvalidArgumentError(absl::StrCat("--table: ", s.message()));
   }
   absl::string_view path = flag.substr(eq + 1);
+  constexpr absl::string_view kQuantize = ",quantize=";
+  if (const size_t q = path.rfind(kQuantize); q != absl::string_view::npos) {
+    const absl::string_view how = path.substr(q + kQuantize.size());
+    if (how == "int8") {
+      spec.quantize = DataType::kInt8Rowwise;
+    } else if (how == "int4") {
+      spec.quantize = DataType::kInt4Rowwise;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--table=", flag, ": quantize=", how, " is not int8 or int4 (row-wise quantization)"));
+    }
+    path = path.substr(0, q);
+  }
   if (const size_t hash = path.rfind('#'); hash != absl::string_view::npos) {
     spec.tensor = std::string(path.substr(hash + 1));
     path = path.substr(0, hash);
   }
   if (path.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--table=", flag, ": expected NAME=PATH[#TENSOR]; the path is missing"));
+        absl::StrCat("--table=", flag,
+                     ": expected NAME=PATH[#TENSOR][,quantize=int8|int4]; the path is missing"));
   }
   spec.path = std::string(path);
   return spec;

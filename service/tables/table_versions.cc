@@ -79,6 +79,9 @@ const char* SafetensorsDtype(DataType t) {
       return "F32";
     case DataType::kFloat16:
       return "F16";
+    case DataType::kInt8Rowwise:
+    case DataType::kInt4Rowwise:
+      return "U8";  // with the layout in the metadata
     case DataType::kBFloat16:
       break;
   }
@@ -148,7 +151,7 @@ absl::StatusOr<std::unique_ptr<TableSource>> OpenVersion(const TableSpec& spec, 
   }
   ASSIGN_OR_RETURN(const std::string file, TableFile(version_dir));
   ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source,
-                   TableSource::Open(TableSpec{spec.name, file, spec.tensor}));
+                   TableSource::Open(TableSpec{spec.name, file, spec.tensor, spec.quantize}));
   source->set_version(spec.path, version);
   return source;
 }
@@ -189,10 +192,16 @@ absl::StatusOr<VersionFile> WriteVersion(
     if (!TableBytes(rows, dim, dtype, &data_bytes)) {
       return absl::InternalError("table size overflows");
     }
-    std::string header =
-        absl::StrCat("{\"__metadata__\":{\"", kSequenceMetadataKey, "\":\"", sequence, "\"},\"",
-                     JsonEscape(tensor), "\":{\"dtype\":\"", SafetensorsDtype(dtype),
-                     "\",\"shape\":[", rows, ",", dim, "],\"data_offsets\":[0,", data_bytes, "]}}");
+    // A quantized table is a U8 tensor of whole rows, its layout and dim in the metadata.
+    const std::string quantized =
+        IsQuantized(dtype) ? absl::StrCat(",\"", kLayoutMetadataKey, "\":\"", DataTypeName(dtype),
+                                          "\",\"", kDimMetadataKey, "\":\"", dim, "\"")
+                           : "";
+    const int64_t columns = IsQuantized(dtype) ? static_cast<int64_t>(RowBytes(dtype, dim)) : dim;
+    std::string header = absl::StrCat(
+        "{\"__metadata__\":{\"", kSequenceMetadataKey, "\":\"", sequence, "\"", quantized, "},\"",
+        JsonEscape(tensor), "\":{\"dtype\":\"", SafetensorsDtype(dtype), "\",\"shape\":[", rows,
+        ",", columns, "],\"data_offsets\":[0,", data_bytes, "]}}");
     header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
     const int fd = open(tmp_file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd < 0) {

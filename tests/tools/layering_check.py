@@ -20,6 +20,9 @@ import sys
 # Families of headers, by the prefix of the name in #include "..." or <...>.
 FAMILIES = {
     "kernels/data_type.h": "data_type",  # before kernels/: the longest prefix wins
+    # The quantized row layouts and their host quantization: plain host code beside the types.
+    "kernels/quantize.h": "data_type",
+    "kernels/quantize_rows.h": "data_type",
     "kernels/": "kernels",
     "proto/convert/": "proto_convert",
     "embedding/": "api",  # generated from proto/embedding/

@@ -8,6 +8,11 @@
 
 namespace emb::service {
 
+size_t SlotBagsBytes(int64_t max_batch_ids) {
+  const auto n = static_cast<size_t>(max_batch_ids);
+  return (n + 1) * sizeof(int64_t) + 2 * n * sizeof(float) + 512;  // + two 256-byte alignments
+}
+
 absl::StatusOr<std::unique_ptr<SlotPool>> SlotPool::Create(int count, int64_t max_batch_ids,
                                                            size_t max_out_bytes,
                                                            const CudaCheck& check) {
@@ -24,6 +29,10 @@ absl::StatusOr<std::unique_ptr<SlotPool>> SlotPool::Create(int count, int64_t ma
     ASSIGN_OR_RETURN(slot->h_ids, kernels::PinnedBuffer<int64_t>::Allocate(max_batch_ids, kMapped));
     ASSIGN_OR_RETURN(slot->d_ids, kernels::DeviceBuffer<int64_t>::Allocate(max_batch_ids));
     ASSIGN_OR_RETURN(slot->d_out, kernels::DeviceBuffer<std::byte>::Allocate(max_out_bytes));
+    ASSIGN_OR_RETURN(slot->h_bags,
+                     kernels::PinnedBuffer<std::byte>::Allocate(SlotBagsBytes(max_batch_ids)));
+    ASSIGN_OR_RETURN(slot->d_bags,
+                     kernels::DeviceBuffer<std::byte>::Allocate(SlotBagsBytes(max_batch_ids)));
     ASSIGN_OR_RETURN(slot->h_out,
                      kernels::PinnedBuffer<std::byte>::Allocate(max_out_bytes, kMapped));
     RETURN_IF_ERROR(check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&slot->mapped_ids),

@@ -2,8 +2,8 @@
 // of them.
 //
 // A slot owns a stream, four timing events, and pinned host and device buffers sized at start-up
-// for max_batch_ids ids and their rows in float32 (the widest answer type), so that the request
-// path allocates nothing. The host buffers are mapped: a small batch's kernel reads its ids from
+// for max_batch_ids ids, as many answer rows in float32 (the widest answer type) and as many bags
+// (SlotBagsBytes), so that the request path allocates nothing. The host buffers are mapped: a small batch's kernel reads its ids from
 // h_ids and writes rows to h_out directly.
 //
 // Ownership: the SlotPool owns every slot for the store's life. A slot belongs to whoever took it
@@ -45,6 +45,9 @@ struct BatchSlot {
   kernels::DeviceBuffer<int64_t> d_ids;
   kernels::DeviceBuffer<std::byte> d_out;
   kernels::PinnedBuffer<std::byte> h_out;
+  // A pooled batch's bags (offsets, weights, scales), packed, and their device copy.
+  kernels::PinnedBuffer<std::byte> h_bags;
+  kernels::DeviceBuffer<std::byte> d_bags;
   int64_t* mapped_ids = nullptr;    // h_ids as the device sees it
   std::byte* mapped_out = nullptr;  // h_out as the device sees it
 
@@ -53,6 +56,9 @@ struct BatchSlot {
   std::vector<Staged> staged;
   EmbeddingStore::Done done;
 };
+
+// Bytes of a slot's bag buffers for `max_batch_ids` ids and bags: offsets, weights and scales.
+size_t SlotBagsBytes(int64_t max_batch_ids);
 
 class SlotPool {
  public:

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu_gather.h"
+#include "kernels/pooled_lookup.h"
 #include "kernels/scatter_rows.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
@@ -20,7 +21,8 @@ namespace {
 // Bytes of GPU memory the batch buffers of `slots` slots take besides the table.
 size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
   const size_t per_slot = static_cast<size_t>(max_batch_ids) *
-                          (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float));
+                              (sizeof(int64_t) + static_cast<size_t>(dim) * sizeof(float)) +
+                          SlotBagsBytes(max_batch_ids);
   return per_slot * static_cast<size_t>(slots);
 }
 
@@ -100,26 +102,27 @@ absl::Status GpuStore::ForEachRun(BatchSlot& slot, RowsOut outs, size_t row_byte
   return absl::OkStatus();
 }
 
-absl::Status GpuStore::Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, DataType out_type,
-                               RowsOut outs) {
+absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   const TableInfo& table = info();
+  const absl::Span<const int64_t> ids = batch.ids;
   cudaStream_t stream = slot.stream.get();
-  const size_t row_bytes = static_cast<size_t>(table.dim) * ElementSize(out_type);
+  const size_t row_bytes = static_cast<size_t>(table.dim) * ElementSize(batch.out_type);
   std::memcpy(slot.h_ids.data(), ids.data(), ids.size() * sizeof(int64_t));
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   slot.staged.clear();
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
-  slot.zero_copy = ids.size() * row_bytes <= options_.zero_copy_max_bytes;
+  slot.zero_copy =
+      batch.bags.count() == 0 && ids.size() * row_bytes <= options_.zero_copy_max_bytes;
   if (slot.zero_copy) {
     // One launch a run: the kernel reads the ids from mapped pinned memory and writes the rows
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
     // launch latency.
-    RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+    RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
       return kernels::LaunchGather(
           tuning_, d_table_.data(), table.dtype, table.rows, table.dim,
           slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
-          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, out_type,
-          stream);
+          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte,
+          batch.out_type, stream);
     }));
     return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
@@ -127,13 +130,25 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, D
       check_(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(), ids.size() * sizeof(int64_t),
                              cudaMemcpyHostToDevice, stream),
              "copy ids to the device"));
+  kernels::DeviceBags bags;
+  if (batch.bags.count() > 0) {
+    RETURN_IF_ERROR(CopyBagsIn(slot, batch, &bags));
+  }
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
-  RETURN_IF_ERROR(kernels::LaunchGather(
-      tuning_, d_table_.data(), table.dtype, table.rows, table.dim, slot.d_ids.data(),
-      static_cast<int64_t>(ids.size()), slot.d_out.data(), out_type, stream));
+  const size_t plain = batch.plain_ids();
+  if (plain > 0) {
+    RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows,
+                                          table.dim, slot.d_ids.data(),
+                                          static_cast<int64_t>(plain), slot.d_out.data(),
+                                          batch.out_type, stream));
+  }
+  if (batch.bags.count() > 0) {
+    bags.out = slot.d_out.data() + plain * row_bytes;
+    RETURN_IF_ERROR(kernels::LaunchBags(bags, stream));
+  }
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
   // One copy a run: into the caller's pinned answer, or into h_out.
-  RETURN_IF_ERROR(ForEachRun(slot, outs, row_bytes, [&](const Run& run) {
+  RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
     return check_(
         cudaMemcpyAsync(
             run.span != nullptr ? run.span->host.data() : slot.h_out.data() + run.first_byte,
@@ -143,14 +158,52 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, D
   return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }
 
-void GpuStore::LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) {
-  const size_t row_bytes = static_cast<size_t>(info().dim) * ElementSize(out_type);
-  if (absl::Status s = CheckRowsOut(ids.size(), row_bytes, outs); !s.ok()) {
+absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
+                                  kernels::DeviceBags* bags) {
+  // offsets | weights | scales, each 256-byte aligned, in one copy.
+  constexpr size_t kAlign = 256;
+  auto aligned = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
+  const BatchBags& b = batch.bags;
+  const size_t offsets_bytes = b.offsets.size() * sizeof(int64_t);
+  const size_t weights_at = aligned(offsets_bytes);
+  const size_t scales_at = aligned(weights_at + b.weights.size() * sizeof(float));
+  const size_t bytes = scales_at + b.scales.size() * sizeof(float);
+  if (bytes > slot.h_bags.size()) {
+    return absl::InternalError(absl::StrCat("a batch's bags take ", bytes, " bytes, over the ",
+                                            slot.h_bags.size(), " of a slot"));
+  }
+  std::byte* h = slot.h_bags.data();
+  std::memcpy(h, b.offsets.data(), offsets_bytes);
+  std::memcpy(h + weights_at, b.weights.data(), b.weights.size() * sizeof(float));
+  std::memcpy(h + scales_at, b.scales.data(), b.scales.size() * sizeof(float));
+  RETURN_IF_ERROR(check_(cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice,
+                                         slot.stream.get()),
+                         "copy bags to the device"));
+  const TableInfo& table = info();
+  std::byte* d = slot.d_bags.data();
+  bags->table = d_table_.data();
+  bags->table_type = table.dtype;
+  bags->rows = table.rows;
+  bags->dim = table.dim;
+  bags->ids = slot.d_ids.data();
+  bags->offsets = reinterpret_cast<const int64_t*>(d);
+  bags->num_bags = static_cast<int64_t>(b.count());
+  bags->weights = b.weights.empty() ? nullptr : reinterpret_cast<const float*>(d + weights_at);
+  bags->scales = b.scales.empty() ? nullptr : reinterpret_cast<const float*>(d + scales_at);
+  bags->out_type = batch.out_type;
+  return absl::OkStatus();
+}
+
+void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
+  const size_t row_bytes = static_cast<size_t>(info().dim) * ElementSize(batch.out_type);
+  if (absl::Status s =
+          CheckRowsOut(batch.answer_rows(), row_bytes, batch.outs, batch.plain_ids());
+      !s.ok()) {
     done(s, StageTimes{});
     return;
   }
   BatchSlot* slot = slots_->Acquire();
-  if (absl::Status s = Enqueue(*slot, ids, out_type, outs); !s.ok()) {
+  if (absl::Status s = Enqueue(*slot, batch); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());
     slots_->Release(slot);
@@ -206,8 +259,8 @@ void GpuStore::ReleaseStaging(std::unique_ptr<StagingBlock> block) {
 absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
     absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
   const TableInfo& table = info();
-  const size_t in_row = static_cast<size_t>(table.dim) * ElementSize(rows_type);
-  const size_t out_row = static_cast<size_t>(table.dim) * ElementSize(table.dtype);
+  const size_t in_row = RowBytes(rows_type, table.dim);
+  const size_t out_row = RowBytes(table.dtype, table.dim);
   if (rows.size() != ids.size() * in_row) {
     return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
                                             ids.size(), " ids of dim ", table.dim));
@@ -226,8 +279,8 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
   std::byte* h_rows = b.host.data() + ids_bytes;
   for (size_t k = 0; k < n; ++k) {
     h_ids[k] = ids[keep[k]];
-    kernels::CpuConvert(rows.data() + keep[k] * in_row, rows_type, table.dim, table.dtype,
-                        h_rows + k * out_row);
+    RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
+                                      h_rows + k * out_row, keep[k]));
   }
   if (n > 0) {
     RETURN_IF_ERROR(check_(cudaMemcpyAsync(b.device.data(), b.host.data(), need,
@@ -246,7 +299,7 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
   if (rows->rows() == 0) {
     return absl::OkStatus();
   }
-  const size_t row = static_cast<size_t>(info().dim) * ElementSize(info().dtype);
+  const size_t row = RowBytes(info().dtype, info().dim);
   absl::MutexLock lock(&write_mu_);
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   if (write_stream_.get() == nullptr) {

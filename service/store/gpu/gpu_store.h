@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
+#include "kernels/device_bags.h"
 #include "kernels/embedding_lookup.h"
 #include "service/store/embedding_store.h"
 #include "service/store/gpu/batch_completer.h"
@@ -57,7 +58,8 @@ class GpuStore final : public EmbeddingStore {
   // How the table's upload at Create went.
   const LoadStats& load_stats() const { return load_stats_; }
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override;
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override;
   absl::StatusOr<std::unique_ptr<PreparedRows>> PrepareRows(
       absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) override;
   absl::Status WriteRows(PreparedRows& rows) override;
@@ -80,8 +82,10 @@ class GpuStore final : public EmbeddingStore {
   // Fills d_table_ from `source` and sets load_stats_; see Create.
   absl::Status Load(const TableSource& source);
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
-  absl::Status Enqueue(BatchSlot& slot, absl::Span<const int64_t> ids, DataType out_type,
-                       RowsOut outs);
+  absl::Status Enqueue(BatchSlot& slot, const LookUpBatch& batch);
+  // Copies the batch's bags into the slot's device memory (on its stream) and fills `bags` but
+  // for its answer pointer.
+  absl::Status CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch, kernels::DeviceBags* bags);
   // Whether the device writes `out` itself: it sees the memory, and it is at least
   // options_.direct_answer_min_bytes.
   bool WrittenDirectly(const AnswerSpan& out) const;

@@ -74,13 +74,14 @@ class GateStore final : public WrappingStore {
 
   GateStore(EmbeddingStore* inner, bool open) : WrappingStore(inner), open_(open) {}
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override {
     {
       absl::MutexLock lock(&mu_);
-      calls_.push_back(Call{ids.size(), out_type});
+      calls_.push_back(Call{batch.ids.size(), batch.out_type});
       mu_.Await(absl::Condition(&open_));
     }
-    inner_->LookUp(ids, out_type, outs, std::move(done));
+    inner_->LookUp(batch, std::move(done));
   }
 
   void Open() {
@@ -112,7 +113,8 @@ void PrintTo(const GateStore::Call& c, std::ostream* os) {
 class FailingStore final : public WrappingStore {
  public:
   explicit FailingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  void LookUp(absl::Span<const int64_t>, DataType, RowsOut, Done done) override {
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch&, Done done) override {
     done(absl::InternalError("cudaErrorMemoryAllocation: out of memory"), StageTimes{});
   }
 };
@@ -130,15 +132,16 @@ class ThreadRecordingStore final : public WrappingStore {
   bool asynchronous() const override { return asynchronous_; }
   int max_inflight_batches() const override { return max_inflight_batches_; }
 
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override {
     if (!asynchronous_) {
       Record(std::this_thread::get_id());
-      inner_->LookUp(ids, out_type, outs, std::move(done));
+      inner_->LookUp(batch, std::move(done));
       return;
     }
     absl::MutexLock lock(&mu_);
     threads_.push_back(std::this_thread::get_id());
-    pending_.push_back(Pending{ids, out_type, outs, std::move(done)});
+    pending_.push_back(Pending{batch, std::move(done)});
   }
 
   // Waits until `n` LookUps have come, then gathers the pending ones.
@@ -152,7 +155,7 @@ class ThreadRecordingStore final : public WrappingStore {
       batches.swap(pending_);
     }
     for (Pending& p : batches) {
-      inner_->LookUp(p.ids, p.out_type, p.outs, std::move(p.done));
+      inner_->LookUp(p.batch, std::move(p.done));
     }
   }
   std::vector<std::thread::id> threads() const {
@@ -162,9 +165,7 @@ class ThreadRecordingStore final : public WrappingStore {
 
  private:
   struct Pending {
-    absl::Span<const int64_t> ids;
-    DataType out_type;
-    RowsOut outs;
+    LookUpBatch batch;  // its spans stay valid until `done` runs
     Done done;
   };
   void Record(std::thread::id id) {
@@ -213,12 +214,13 @@ class RecordingAllocator final : public HostAllocator {
 class SpanRecordingStore final : public WrappingStore {
  public:
   explicit SpanRecordingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override {
     {
       absl::MutexLock lock(&mu_);
-      spans_.insert(spans_.end(), outs.begin(), outs.end());
+      spans_.insert(spans_.end(), batch.outs.begin(), batch.outs.end());
     }
-    inner_->LookUp(ids, out_type, outs, std::move(done));
+    inner_->LookUp(batch, std::move(done));
   }
   std::vector<AnswerSpan> spans() const {
     absl::MutexLock lock(&mu_);
@@ -1002,8 +1004,9 @@ std::vector<float> AnswerFloats(const Call& call) {
 class UpdateFailingStore final : public WrappingStore {
  public:
   explicit UpdateFailingStore(EmbeddingStore* inner) : WrappingStore(inner) {}
-  void LookUp(absl::Span<const int64_t> ids, DataType out_type, RowsOut outs, Done done) override {
-    inner_->LookUp(ids, out_type, outs, std::move(done));
+  using EmbeddingStore::LookUp;
+  void LookUp(const LookUpBatch& batch, Done done) override {
+    inner_->LookUp(batch, std::move(done));
   }
   absl::Status WriteRows(PreparedRows&) override {
     return absl::InternalError("write updated rows on cuda:0: cudaErrorLaunchFailure");

@@ -275,7 +275,7 @@ TEST_F(TableSourceTest, OnlyARegularFileIsATable) {
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
   for (const auto& [path, kind] : std::vector<std::pair<std::string, std::string>>{
            {fifo, "a FIFO"}, {"/dev/zero", "a character device"}, {dir_.path(), "a directory"}}) {
-    EXPECT_THAT(TableSource::Open(TableSpec{"t", path, ""}).status(),
+    EXPECT_THAT(TableSource::Open(TableSpec{"t", path, "", {}}).status(),
                 StatusIs(absl::StatusCode::kInvalidArgument,
                          AllOf(HasSubstr(path), HasSubstr(kind), HasSubstr("not a regular file"))))
         << path;
@@ -358,7 +358,7 @@ TEST(TableSourceDemo, ReadOfAnUnalignedRangeEqualsThatRangeOfReadAll) {
 
 TEST_F(TableSourceTest, MissingFileIsNotFound) {
   const std::string path = Path("missing.npy");
-  EXPECT_THAT(TableSource::Open(TableSpec{"t", path, ""}),
+  EXPECT_THAT(TableSource::Open(TableSpec{"t", path, "", {}}),
               Defect(path, "cannot open", absl::StatusCode::kNotFound));
 }
 
@@ -612,7 +612,7 @@ TEST_F(TableSourceTest, UnknownExtension) {
 }
 
 TEST_F(TableSourceTest, DirectoryIsNotARegularFile) {
-  EXPECT_THAT(TableSource::Open(TableSpec{"t", dir_.path(), ""}),
+  EXPECT_THAT(TableSource::Open(TableSpec{"t", dir_.path(), "", {}}),
               Defect(dir_.path(), "not a regular file"));
 }
 

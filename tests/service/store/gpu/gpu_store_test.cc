@@ -63,7 +63,7 @@ class GpuStoreTest : public ::testing::Test {
                                                   {rows, dim}, data)),
                   IsOk());
     }
-    auto source = TableSource::Open(TableSpec{"t", path, ""});
+    auto source = TableSource::Open(TableSpec{"t", path, "", {}});
     EXPECT_THAT(source.status(), IsOk());
     return std::move(*source);
   }
@@ -498,7 +498,7 @@ TEST_F(GpuStoreTest, AVersionSwapsInAndOneThatDoesNotFitBesideIsRefused) {
   ASSERT_THAT(
       emb::testing::WriteFile(next_path, emb::testing::NpyFile("<f4", {rows, dim}, next_bytes)),
       IsOk());
-  auto next = TableSource::Open(TableSpec{"t", next_path, ""});
+  auto next = TableSource::Open(TableSpec{"t", next_path, "", {}});
   ASSERT_THAT(next.status(), IsOk());
   auto cpu_next = CpuStore::Create(**next, options);
   ASSERT_THAT(cpu_next.status(), IsOk());
@@ -598,7 +598,7 @@ TEST_F(GpuStoreTest, FileTruncatedAfterOpenFailsWithReadFailed) {
           path, emb::testing::NpyFile("<f4", {rows, dim},
                                       emb::testing::RandomRows(DataType::kFloat32, rows * dim, 3))),
       IsOk());
-  auto source = TableSource::Open(TableSpec{"t", path, ""});
+  auto source = TableSource::Open(TableSpec{"t", path, "", {}});
   ASSERT_THAT(source.status(), IsOk());
   ASSERT_EQ(truncate(path.c_str(), static_cast<off_t>((*source)->bytes() / 2)), 0);
   StoreOptions options;

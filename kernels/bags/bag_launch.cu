@@ -1,0 +1,130 @@
+#include "kernels/bags/bag_launch.h"
+
+#include <algorithm>
+
+#include "kernels/bags/bag_kernel.cuh"
+
+namespace emb::kernels::bags {
+namespace {
+
+// Rows added per step: with two vectors a lane, fewer rows keep the registers in bounds.
+template <int kTileVectors>
+inline constexpr int kUnrollFor = kTileVectors == 1 ? 8 : 4;
+
+// The widest load (bytes) that every vector of every row of `t` can use: the row's elements
+// split into whole vectors and each row starts aligned to it (the table is cudaMalloc'd, 256-byte
+// aligned). 0: one element at a time (int4 rows of odd dim).
+int VectorBytes(DataType t, int64_t dim) {
+  const size_t row = RowBytes(t, dim);
+  const int widest = t == DataType::kInt4Rowwise ? 8 : 16;
+  for (int b = widest; b >= 1; b /= 2) {
+    size_t elements_bytes;  // bytes of the row's elements
+    if (t == DataType::kInt4Rowwise) {
+      if (dim % (2 * b) != 0) {
+        continue;
+      }
+      elements_bytes = static_cast<size_t>(dim) / 2;
+    } else if (t == DataType::kInt8Rowwise) {
+      elements_bytes = static_cast<size_t>(dim);
+    } else {
+      if (b < static_cast<int>(ElementSize(t))) {
+        break;
+      }
+      elements_bytes = static_cast<size_t>(dim) * ElementSize(t);
+    }
+    if (elements_bytes % b == 0 && row % b == 0) {
+      return b;
+    }
+  }
+  return t == DataType::kInt4Rowwise ? 0 : static_cast<int>(ElementSize(t));
+}
+
+template <DataType kT, int kVecBytes, int kTileVectors>
+cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
+  const int64_t threads = p.num_bags * g.tiles * g.group;
+  const auto blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
+  BagKernel<kT, kVecBytes, kTileVectors, kUnrollFor<kTileVectors>>
+      <<<blocks, kBlockThreads, 0, stream>>>(p, g);
+  return cudaPeekAtLastError();
+}
+
+template <DataType kT, int kVecBytes>
+cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
+  // Up to a warp of lanes, each one vector; past a warp's worth, two vectors a lane, and past two
+  // warps' worth, tiles of 64 vectors.
+  if (g.vectors <= 32) {
+    g.group = 1;
+    while (g.group < g.vectors) {
+      g.group *= 2;
+    }
+    g.tiles = 1;
+    return Launch<kT, kVecBytes, 1>(p, g, stream);
+  }
+  g.group = 32;
+  g.tiles = (g.vectors + 63) / 64;
+  return Launch<kT, kVecBytes, 2>(p, g, stream);
+}
+
+template <DataType kT>
+cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
+  const int b = VectorBytes(kT, p.dim);
+  BagGrid g{};
+  g.row_bytes = RowBytes(kT, p.dim);
+  const auto vectors = [&](int values) { return p.dim / values; };
+  switch (b) {
+    case 16:
+      if constexpr (kT != DataType::kInt4Rowwise) {
+        g.vectors = vectors(kValuesPerVector<kT, 16>);
+        return WithTile<kT, 16>(p, g, stream);
+      }
+      break;
+    case 8:
+      g.vectors = vectors(kValuesPerVector<kT, 8>);
+      return WithTile<kT, 8>(p, g, stream);
+    case 4:
+      g.vectors = vectors(kValuesPerVector<kT, 4>);
+      return WithTile<kT, 4>(p, g, stream);
+    case 2:
+      if constexpr (kT != DataType::kFloat32) {
+        g.vectors = vectors(kValuesPerVector<kT, 2>);
+        return WithTile<kT, 2>(p, g, stream);
+      }
+      break;
+    case 1:
+      if constexpr (IsQuantized(kT)) {
+        g.vectors = vectors(kValuesPerVector<kT, 1>);
+        return WithTile<kT, 1>(p, g, stream);
+      }
+      break;
+    case 0:
+      if constexpr (kT == DataType::kInt4Rowwise) {
+        g.vectors = p.dim;
+        return WithTile<kT, 0>(p, g, stream);
+      }
+      break;
+    default:
+      break;
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t LaunchBagKernel(const DeviceBags& bags, cudaStream_t stream) {
+  (void)cudaGetLastError();  // a stale non-sticky error is not this launch's
+  switch (bags.table_type) {
+    case DataType::kFloat32:
+      return WithVector<DataType::kFloat32>(bags, stream);
+    case DataType::kFloat16:
+      return WithVector<DataType::kFloat16>(bags, stream);
+    case DataType::kBFloat16:
+      return WithVector<DataType::kBFloat16>(bags, stream);
+    case DataType::kInt8Rowwise:
+      return WithVector<DataType::kInt8Rowwise>(bags, stream);
+    case DataType::kInt4Rowwise:
+      return WithVector<DataType::kInt4Rowwise>(bags, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+}  // namespace emb::kernels::bags

@@ -1,0 +1,31 @@
+// DeviceBags: the arguments of one launch of the bag kernel (kernels/pooled_lookup.h), plain so
+// that the kernel's launcher (kernels/bags/, built by nvcc) and host code share it.
+#ifndef EMB_KERNELS_DEVICE_BAGS_H_
+#define EMB_KERNELS_DEVICE_BAGS_H_
+
+#include <cstdint>
+
+#include "kernels/data_type.h"
+
+namespace emb::kernels {
+
+// Device pointers of one pooled launch; see LaunchBags.
+struct DeviceBags {
+  const void* table = nullptr;
+  DataType table_type = DataType::kFloat32;  // any table type
+  int64_t rows = 0;
+  int64_t dim = 0;
+  const int64_t* ids = nullptr;
+  // num_bags + 1 offsets into `ids` (bag b: ids[offsets[b] .. offsets[b + 1])), or nullptr for
+  // bags of one id each (bag b is ids[b]: a gather).
+  const int64_t* offsets = nullptr;
+  int64_t num_bags = 0;
+  const float* weights = nullptr;  // nullptr, or one per id, by index in `ids`
+  const float* scales = nullptr;   // nullptr, or one factor per bag (a mean's 1 / length)
+  void* out = nullptr;             // num_bags rows of dim elements of out_type
+  DataType out_type = DataType::kFloat32;  // a value type
+};
+
+}  // namespace emb::kernels
+
+#endif  // EMB_KERNELS_DEVICE_BAGS_H_
