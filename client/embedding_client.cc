@@ -17,7 +17,37 @@ namespace {
 
 namespace pb = ::embedding::v1;
 
+static_assert(static_cast<int>(Pooling::kNone) == pb::POOLING_UNSPECIFIED);
+static_assert(static_cast<int>(Pooling::kSum) == pb::POOLING_SUM);
+static_assert(static_cast<int>(Pooling::kMean) == pb::POOLING_MEAN);
+static_assert(pb::Pooling_MAX == pb::POOLING_MEAN,
+              "a Pooling was added to the API: add it to client/embedding_client.h too");
+
+constexpr Pooling kAllPoolings[] = {Pooling::kNone, Pooling::kSum, Pooling::kMean};
+
 }  // namespace
+
+const char* PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kNone:
+      return "none";
+    case Pooling::kSum:
+      return "sum";
+    case Pooling::kMean:
+      return "mean";
+  }
+  return "unknown";
+}
+
+bool ParsePooling(absl::string_view name, Pooling* out) {
+  for (Pooling p : kAllPoolings) {
+    if (name == PoolingName(p)) {
+      *out = p;
+      return true;
+    }
+  }
+  return false;
+}
 
 int64_t LookUpResult::num_elements() const {
   int64_t n = 1;
@@ -90,6 +120,10 @@ void ToLookUpRequest(const LookUpRequestSpec& spec, pb::LookUpRequest* out) {
   out->mutable_ids()->Add(spec.ids.begin(), spec.ids.end());
   out->mutable_shape()->Add(spec.shape.begin(), spec.shape.end());
   out->set_dtype(ToProto(spec.dtype));
+  out->set_pooling(static_cast<pb::Pooling>(spec.pooling));
+  out->mutable_offsets()->Add(spec.offsets.begin(), spec.offsets.end());
+  out->mutable_lengths()->Add(spec.lengths.begin(), spec.lengths.end());
+  out->mutable_weights()->Add(spec.weights.begin(), spec.weights.end());
 }
 
 absl::StatusOr<LookUpResult> FromLookUpResponse(pb::LookUpResponse* response) {
@@ -97,6 +131,10 @@ absl::StatusOr<LookUpResult> FromLookUpResponse(pb::LookUpResponse* response) {
   if (!dtype.has_value()) {
     return absl::InternalError(
         absl::StrCat("server answered with unknown dtype ", response->dtype()));
+  }
+  if (!IsValueType(*dtype)) {  // quantized types are tables' only
+    return absl::InternalError(
+        absl::StrCat("server answered with table-only dtype ", DataTypeName(*dtype)));
   }
   LookUpResult result;
   result.dtype = *dtype;
@@ -141,6 +179,21 @@ absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(absl::string_view table,
   request.mutable_ids()->Add(ids.begin(), ids.end());
   request.mutable_shape()->Add(shape.begin(), shape.end());
   request.set_dtype(ToProto(dtype));
+  return SendLookUp(request, timeout);
+}
+
+absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(const LookUpRequestSpec& spec,
+                                                     absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  pb::LookUpRequest request;
+  ToLookUpRequest(spec, &request);
+  return SendLookUp(request, timeout);
+}
+
+absl::StatusOr<LookUpResult> EmbeddingClient::SendLookUp(const pb::LookUpRequest& request,
+                                                         absl::Duration timeout) {
   grpc::ClientContext ctx;
   SetDeadline(timeout, &ctx);
   pb::LookUpResponse response;
@@ -148,11 +201,6 @@ absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(absl::string_view table,
     return FromGrpcStatus(s);
   }
   return FromLookUpResponse(&response);
-}
-
-absl::StatusOr<LookUpResult> EmbeddingClient::LookUp(const LookUpRequestSpec& spec,
-                                                     absl::Duration timeout) {
-  return LookUp(spec.table, spec.ids, spec.shape, spec.dtype, timeout);
 }
 
 void EmbeddingClient::LookUpAsync(const LookUpRequestSpec& spec, absl::Duration timeout,
@@ -217,6 +265,7 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.updated_rows = t.updated_rows();
     info.version = t.version();
     info.version_pinned = t.version_pinned();
+    info.bytes = t.bytes();
     tables.push_back(std::move(info));
   }
   return tables;

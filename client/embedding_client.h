@@ -59,15 +59,43 @@ struct TableInfo {
   // Whether that version is pinned (AdminClient::LoadVersion of a given version, a rollback): the
   // server's polling for newer versions leaves the table on it until a LoadVersion of 0.
   bool version_pinned = false;
+  // Bytes the table's rows take where they live (rows x RowBytes(dtype, dim) for a table that
+  // has no padding).
+  int64_t bytes = 0;
 };
 
+// How a LookUp combines the rows of each bag of ids (embedding.v1.Pooling, same values).
+enum class Pooling : int {
+  kNone = 0,  // one row per id
+  kSum = 1,   // each bag's sum (of its rows times their weights, given weights)
+  kMean = 2,  // each bag's mean
+};
+
+// "none", "sum", "mean".
+const char* PoolingName(Pooling pooling);
+
+// Parses a PoolingName() spelling; returns false for anything else.
+bool ParsePooling(absl::string_view name, Pooling* out);
+
 // The arguments of one LookUp. An empty `table` selects the server's default table; an empty
-// `shape` means [ids.size()]; no `dtype` means the table's own type.
+// `shape` means [ids.size()]; no `dtype` means the table's own type (float32 for a quantized
+// table).
+//
+// With `pooling`, the answer has one row per bag of ids: given `offsets` (CSR: bags + 1 values,
+// the first 0, the last ids.size(), never decreasing) or `lengths` (one per bag, summing to
+// ids.size()), its shape is [bags, dim]; given neither, the last axis of `shape` is the bag and
+// the answer's shape is shape[:-1] + [dim]. `weights` (one per id) scale the rows of a kSum.
+// An empty bag answers zeros. The server checks all of this (INVALID_ARGUMENT naming the
+// problem); the client sends the fields as they are.
 struct LookUpRequestSpec {
   std::string table;
   std::vector<int64_t> ids;
   std::vector<int64_t> shape;
   std::optional<DataType> dtype;
+  Pooling pooling = Pooling::kNone;
+  std::vector<int64_t> offsets;
+  std::vector<int64_t> lengths;
+  std::vector<float> weights;
 };
 
 // Converts a gRPC status to an absl::Status; the code numbers are the same.
@@ -106,8 +134,9 @@ std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target,
 // Fills `out` from `spec`. Exposed for callers that drive the generated stub themselves.
 void ToLookUpRequest(const LookUpRequestSpec& spec, embedding::v1::LookUpRequest* out);
 
-// Converts a server answer. INTERNAL if it is malformed (unknown dtype, negative dims, or a byte
-// count that does not match the shape); `response->embeddings()` is moved out on success.
+// Converts a server answer. INTERNAL if it is malformed (an unknown dtype or one that is not a
+// value type, negative dims, or a byte count that does not match the shape);
+// `response->embeddings()` is moved out on success.
 absl::StatusOr<LookUpResult> FromLookUpResponse(embedding::v1::LookUpResponse* response);
 
 class EmbeddingClient {
@@ -132,6 +161,7 @@ class EmbeddingClient {
   absl::StatusOr<LookUpResult> LookUp(absl::string_view table, absl::Span<const int64_t> ids,
                                       absl::Span<const int64_t> shape,
                                       std::optional<DataType> dtype, absl::Duration timeout);
+  // The same for every field of `spec`, pooled lookups included.
   absl::StatusOr<LookUpResult> LookUp(const LookUpRequestSpec& spec, absl::Duration timeout);
 
   // Starts the same call without blocking; `done` runs once, on a gRPC thread, with the result.
@@ -139,7 +169,8 @@ class EmbeddingClient {
   void LookUpAsync(const LookUpRequestSpec& spec, absl::Duration timeout,
                    absl::AnyInvocable<void(absl::StatusOr<LookUpResult>)> done);
 
-  // Every table the server holds, the default table first.
+  // Every table the server holds, the default table first. A table's dtype may be a quantized
+  // type (DataType::kInt8Rowwise, kInt4Rowwise); its lookups answer value types.
   absl::StatusOr<std::vector<TableInfo>> ListTables(absl::Duration timeout);
 
   // grpc.health.v1.Health/Check for `service` ("" is the whole server). Returns the
@@ -151,6 +182,10 @@ class EmbeddingClient {
   embedding::v1::EmbeddingService::Stub* stub() const { return stub_.get(); }
 
  private:
+  // Sends `request` with `timeout` as its deadline (already checked) and converts the answer.
+  absl::StatusOr<LookUpResult> SendLookUp(const embedding::v1::LookUpRequest& request,
+                                          absl::Duration timeout);
+
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<embedding::v1::EmbeddingService::Stub> stub_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_stub_;

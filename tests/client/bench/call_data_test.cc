@@ -12,6 +12,7 @@
 namespace emb::client {
 namespace {
 
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 TEST(CallTemplate, TextWithoutActionsIsUnchanged) {
@@ -77,6 +78,25 @@ TEST(FillCallData, ParsesQuotedInt64IdsAndTheDtypeName) {
   EXPECT_LT(r->ids(0), 10);
   EXPECT_EQ(r->ids(1), 9007199254740993);  // exact: int64 as a string
   EXPECT_EQ(r->dtype(), embedding::v1::DATA_TYPE_BFLOAT16);
+}
+
+TEST(FillCallData, ParsesPooledFieldsInGhzJson) {
+  BenchRng rng(1);
+  // Offsets as numbers or quoted (proto3 JSON takes int64 both ways), weights as numbers.
+  absl::StatusOr<embedding::v1::LookUpRequest> r = FillCallData(
+      R"({"ids":["{{randomInt 0 10}}","4","5"],"pooling":"POOLING_SUM","offsets":[0,"1",3],)"
+      R"("weights":[0.5,-2,1.25]})",
+      rng);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pooling(), embedding::v1::POOLING_SUM);
+  EXPECT_THAT(r->offsets(), ElementsAre(0, 1, 3));
+  EXPECT_THAT(r->weights(), ElementsAre(0.5f, -2.0f, 1.25f));
+  r = FillCallData(R"({"ids":["1","2","3"],"pooling":"POOLING_MEAN","lengths":[2,"0",1]})", rng);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->pooling(), embedding::v1::POOLING_MEAN);
+  EXPECT_THAT(r->lengths(), ElementsAre(2, 0, 1));
+  r = FillCallData(R"({"ids":["1"],"pooling":"POOLING_MAX"})", rng);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(FillCallData, RefusesFieldsTheRequestLacks) {

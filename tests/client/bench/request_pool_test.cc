@@ -4,12 +4,16 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "client/bench/ghz_config.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace emb::client {
 namespace {
 
 namespace pb = ::embedding::v1;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
 
 TEST(RequestPoolSize, CoversAtLeast64KiIdsWithin16To4096Requests) {
   EXPECT_EQ(RequestPoolSize(1), 4096);
@@ -84,6 +88,27 @@ TEST(MakeRequestPool, TableAndDtypeGivenOverrideTheCallData) {
   const std::vector<pb::LookUpRequest> pool = *MakeRequestPool(c, 1);
   EXPECT_EQ(pool.front().table(), "b");
   EXPECT_EQ(pool.front().dtype(), pb::DATA_TYPE_FLOAT32);
+}
+
+// A ghz config's pooled call data (deploy/loadtest/ style) reaches every request as written.
+TEST(MakeRequestPool, PooledCallDataFromAGhzConfig) {
+  absl::StatusOr<GhzConfig> file = ParseGhzConfig(R"({
+    "call": "embedding.v1.EmbeddingService.LookUp", "insecure": true, "total": 10,
+    "data": {"ids": ["{{randomInt 0 50}}", "{{randomInt 0 50}}", "{{randomInt 0 50}}"],
+             "pooling": "POOLING_SUM", "offsets": [0, 2, 3], "weights": [0.5, 1, 2]}})");
+  ASSERT_TRUE(file.ok()) << file.status();
+  BenchConfig c;
+  ASSERT_TRUE(ApplyGhzConfig(*file, {}, &c).ok());
+  absl::StatusOr<std::vector<pb::LookUpRequest>> pool = MakeRequestPool(c, 50);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_FALSE(pool->empty());
+  for (const pb::LookUpRequest& r : *pool) {
+    ASSERT_EQ(r.ids_size(), 3);
+    EXPECT_EQ(r.pooling(), pb::POOLING_SUM);
+    EXPECT_THAT(r.offsets(), ElementsAre(0, 2, 3));
+    EXPECT_THAT(r.weights(), ElementsAre(0.5f, 1.0f, 2.0f));
+    EXPECT_THAT(r.lengths(), IsEmpty());
+  }
 }
 
 TEST(MakeRequestPool, BadCallDataIsInvalidArgument) {
