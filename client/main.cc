@@ -103,12 +103,25 @@ ABSL_FLAG(std::string, admin_tls_server_name, "",
           "--admin_target's host.");
 ABSL_FLAG(std::string, table, "", "Table name; empty selects the server's default table.");
 ABSL_FLAG(std::string, dtype, "",
-          "Answer type: float32, float16 or bfloat16; empty means the table's own type.");
+          "Answer type: float32, float16 or bfloat16; empty means the table's own type (float32 "
+          "for a quantized table).");
 // lookup
 ABSL_FLAG(std::string, ids_file, "",
           "lookup: read the ids from this file (separated by whitespace or commas).");
 ABSL_FLAG(std::vector<std::string>, shape, {},
           "lookup: shape of the ids, e.g. 4,8; empty means [number of ids].");
+ABSL_FLAG(std::string, pooling, "",
+          "lookup: sum or mean: one row per bag of ids, the sum or mean of its rows; the bags are "
+          "--offsets or --lengths, else the last axis of --shape. Empty: one row per id.");
+ABSL_FLAG(std::vector<std::string>, offsets, {},
+          "lookup, with --pooling: CSR offsets of the bags into the ids, e.g. 0,3,5 (bags + 1 "
+          "values, the first 0, the last the number of ids).");
+ABSL_FLAG(std::vector<std::string>, lengths, {},
+          "lookup, with --pooling: the number of ids of each bag, e.g. 3,2 (instead of "
+          "--offsets).");
+ABSL_FLAG(std::vector<std::string>, weights, {},
+          "lookup, with --pooling=sum: one weight per id, e.g. 0.5,1,2; each row is multiplied "
+          "by its id's weight.");
 // update, replay
 ABSL_FLAG(std::string, ids, "", "update: .npy file of the ids to overwrite, 1-D int64 (or int32).");
 ABSL_FLAG(std::string, rows, "",
@@ -167,8 +180,10 @@ constexpr char kUsage[] =
     "\n"
     "Commands:\n"
     "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
-    "                   (put negative ids after --, e.g. lookup -- -1)\n"
-    "  tables           list the server's tables\n"
+    "                   (put negative ids after --, e.g. lookup -- -1); with --pooling=sum|mean\n"
+    "                   one row per bag (--offsets, --lengths, or the last axis of --shape)\n"
+    "  tables           list the server's tables (dtype int8_rowwise or int4_rowwise for a\n"
+    "                   quantized one; bytes: what its rows take)\n"
     "  versions         each table's version (served: loaded or last saved; 0: not from a\n"
     "                   version directory), last applied update sequence and whether the\n"
     "                   version is pinned, one line a table\n"
@@ -194,11 +209,56 @@ absl::StatusOr<std::optional<DataType>> DtypeFromFlag() {
     return std::optional<DataType>();
   }
   DataType t;
-  if (!ParseDataType(name.c_str(), &t)) {
+  if (!ParseDataType(name.c_str(), &t) || !IsValueType(t)) {  // quantized types: tables only
     return absl::InvalidArgumentError(
         absl::StrCat("--dtype must be float32, float16 or bfloat16, got \"", name, "\""));
   }
   return std::optional<DataType>(t);
+}
+
+// The entries of a list flag (`flag`, e.g. "--offsets") as integers.
+absl::StatusOr<std::vector<int64_t>> IntsFromFlag(absl::string_view flag,
+                                                  const std::vector<std::string>& entries) {
+  std::vector<int64_t> values;
+  for (const std::string& e : entries) {
+    int64_t v;
+    if (!absl::SimpleAtoi(e, &v)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad ", flag, " entry \"", e, "\""));
+    }
+    values.push_back(v);
+  }
+  return values;
+}
+
+// Fills the pooling fields of `spec` from --pooling, --offsets, --lengths and --weights. Only
+// their spelling is checked here; the server checks the bags (INVALID_ARGUMENT naming the
+// problem).
+absl::Status PoolingFromFlags(LookUpRequestSpec* spec) {
+  if (const std::string name = absl::GetFlag(FLAGS_pooling);
+      !name.empty() && !ParsePooling(name, &spec->pooling)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--pooling must be sum or mean, got \"", name, "\""));
+  }
+  absl::StatusOr<std::vector<int64_t>> offsets =
+      IntsFromFlag("--offsets", absl::GetFlag(FLAGS_offsets));
+  if (!offsets.ok()) {
+    return offsets.status();
+  }
+  absl::StatusOr<std::vector<int64_t>> lengths =
+      IntsFromFlag("--lengths", absl::GetFlag(FLAGS_lengths));
+  if (!lengths.ok()) {
+    return lengths.status();
+  }
+  spec->offsets = *std::move(offsets);
+  spec->lengths = *std::move(lengths);
+  for (const std::string& e : absl::GetFlag(FLAGS_weights)) {
+    float w;
+    if (!absl::SimpleAtof(e, &w)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad --weights entry \"", e, "\""));
+    }
+    spec->weights.push_back(w);
+  }
+  return absl::OkStatus();
 }
 
 absl::Status ParseIds(const std::vector<std::string>& tokens, std::vector<int64_t>* ids) {
@@ -324,29 +384,32 @@ int Fail(absl::string_view command, const absl::Status& status) {
 }
 
 int LookUpCommand(EmbeddingClient& client, const std::vector<std::string>& args) {
-  std::vector<int64_t> ids;
-  if (absl::Status s = ParseIds(args, &ids); !s.ok()) {
+  LookUpRequestSpec spec;
+  spec.table = absl::GetFlag(FLAGS_table);
+  if (absl::Status s = ParseIds(args, &spec.ids); !s.ok()) {
     return Fail("lookup", s);
   }
   if (const std::string path = absl::GetFlag(FLAGS_ids_file); !path.empty()) {
-    if (absl::Status s = ReadIdsFile(path, &ids); !s.ok()) {
+    if (absl::Status s = ReadIdsFile(path, &spec.ids); !s.ok()) {
       return Fail("lookup", s);
     }
   }
-  std::vector<int64_t> shape;
   for (const std::string& d : absl::GetFlag(FLAGS_shape)) {
     int64_t v;
     if (!absl::SimpleAtoi(d, &v)) {
       return Fail("lookup", absl::InvalidArgumentError(absl::StrCat("bad --shape entry ", d)));
     }
-    shape.push_back(v);
+    spec.shape.push_back(v);
   }
   absl::StatusOr<std::optional<DataType>> dtype = DtypeFromFlag();
   if (!dtype.ok()) {
     return Fail("lookup", dtype.status());
   }
-  absl::StatusOr<LookUpResult> result = client.LookUp(absl::GetFlag(FLAGS_table), ids, shape,
-                                                      *dtype, absl::GetFlag(FLAGS_timeout).value);
+  spec.dtype = *dtype;
+  if (absl::Status s = PoolingFromFlags(&spec); !s.ok()) {
+    return Fail("lookup", s);
+  }
+  absl::StatusOr<LookUpResult> result = client.LookUp(spec, absl::GetFlag(FLAGS_timeout).value);
   if (!result.ok()) {
     return Fail("lookup", result.status());
   }
@@ -354,8 +417,14 @@ int LookUpCommand(EmbeddingClient& client, const std::vector<std::string>& args)
                                  DataTypeName(result->dtype), "\n");
   const std::vector<float> values = result->ToFloat32();
   const int64_t dim = result->shape.back();
+  // One line a row: "ID: values" for a row per id, "bag B: values" for a pooled bag.
+  const bool pooled = spec.pooling != Pooling::kNone;
   for (size_t row = 0; dim > 0 && (row + 1) * dim <= values.size(); ++row) {
-    absl::StrAppend(&out, row < ids.size() ? absl::StrCat(ids[row]) : "?", ":");
+    if (pooled) {
+      absl::StrAppend(&out, "bag ", row, ":");
+    } else {
+      absl::StrAppend(&out, row < spec.ids.size() ? absl::StrCat(spec.ids[row]) : "?", ":");
+    }
     for (int64_t j = 0; j < dim; ++j) {
       absl::StrAppend(&out, " ", values[row * dim + j]);
     }
@@ -371,14 +440,14 @@ int TablesCommand(EmbeddingClient& client) {
   if (!tables.ok()) {
     return Fail("tables", tables.status());
   }
-  std::vector<std::vector<std::string>> cells = {{"NAME", "ROWS", "DIM", "DTYPE", "DEVICE",
+  std::vector<std::vector<std::string>> cells = {{"NAME", "ROWS", "DIM", "DTYPE", "BYTES", "DEVICE",
                                                   "DEFAULT", "VERSION", "PINNED", "SEQUENCE",
                                                   "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
-                     t.device, t.is_default ? "yes" : "no", absl::StrCat(t.version),
-                     t.version_pinned ? "yes" : "no", absl::StrCat(t.sequence),
-                     absl::StrCat(t.updated_rows)});
+                     absl::StrCat(t.bytes), t.device, t.is_default ? "yes" : "no",
+                     absl::StrCat(t.version), t.version_pinned ? "yes" : "no",
+                     absl::StrCat(t.sequence), absl::StrCat(t.updated_rows)});
   }
   std::vector<size_t> width(cells.front().size(), 0);
   for (const auto& row : cells) {
@@ -468,7 +537,7 @@ absl::StatusOr<RowsToSend> ReadRowsNpy(const std::string& path, absl::string_vie
   const std::string send_name = absl::GetFlag(FLAGS_rows_dtype);
   std::optional<DataType> send;
   if (DataType t; !send_name.empty()) {
-    if (!ParseDataType(send_name.c_str(), &t)) {
+    if (!ParseDataType(send_name.c_str(), &t) || !IsValueType(t)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--rows_dtype must be float32, float16 or bfloat16, got \"", send_name, "\""));
     }
