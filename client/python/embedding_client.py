@@ -9,6 +9,9 @@ them; client/python/README.md), or on sys.path (scripts/gen-python-stubs DIR wri
     from embedding_client import EmbeddingClient
     with EmbeddingClient("localhost:50051") as c:
         rows = c.look_up([[1, 2], [3, 4]], dtype="float32")   # numpy array [2, 2, dim]
+        bags = c.look_up([1, 2, 3, 4, 5], pooling="sum",
+                         offsets=[0, 3, 5])                   # [2, dim]: rows 1+2+3, 4+5
+        means = c.look_up([[1, 2], [3, 4]], pooling="mean")   # [2, dim]: bags along the last axis
 
 Over TLS (the server's --tls_cert/--tls_key), and mutual TLS (its --tls_client_ca):
 
@@ -59,6 +62,10 @@ _DTYPES = {
     "bfloat16": (pb.DATA_TYPE_BFLOAT16, np.dtype("<u2")),
 }
 _BY_ENUM = {v[0]: k for k, v in _DTYPES.items()}
+# Types a table may be stored in besides those (list_tables); lookups answer value types.
+_TABLE_DTYPES = {**_BY_ENUM, pb.DATA_TYPE_INT8_ROWWISE: "int8_rowwise",
+                 pb.DATA_TYPE_INT4_ROWWISE: "int4_rowwise"}
+_POOLINGS = {"sum": pb.POOLING_SUM, "mean": pb.POOLING_MEAN}
 
 
 def _pem(value):
@@ -102,6 +109,20 @@ def _dtype_name(dtype):
     return dtype
 
 
+def _vector(name, values, integer):
+    """`values` as a list for a repeated field: a 1-D sequence of integers (`integer`) or of
+    numbers; ValueError naming `name` otherwise."""
+    array = np.asarray(values)
+    if array.size == 0:
+        return []
+    kind = np.integer if integer else np.number
+    if array.ndim != 1 or not np.issubdtype(array.dtype, kind):
+        raise ValueError("%s must be a 1-D array of %s, not %s of shape %s"
+                         % (name, "integers" if integer else "numbers", array.dtype,
+                            array.shape))
+    return array.astype(np.int64 if integer else np.float32).tolist()
+
+
 class EmbeddingClient:
     """Thread-safe; one channel, reused for every call."""
 
@@ -126,22 +147,45 @@ class EmbeddingClient:
     def close(self):
         self._channel.close()
 
-    def look_up(self, ids, table="", dtype=None, timeout=None):
+    def look_up(self, ids, table="", dtype=None, timeout=None, pooling=None, offsets=None,
+                lengths=None, weights=None):
         """Rows of `ids` (an int, or an int array of any shape) as a new, writable numpy array of
         shape ids.shape + (dim,): (dim,) for one id, (n, dim) for a list of n, (b, s, dim) for
         [b, s] ids.
 
         dtype: "float32", "float16", "bfloat16" (returned as float32, exactly) or None (the
-        table's own); numpy's float32 and float16 types are taken for their names. Anything else
-        raises ValueError.
+        table's own; float32 for a quantized table); numpy's float32 and float16 types are taken
+        for their names. Anything else raises ValueError.
+
+        pooling: "sum" or "mean" answers one row per bag of ids, pooled in float32 on the
+        server (an empty bag is zeros): the bags are `offsets` (CSR: bags + 1 integers, the first
+        0, the last len(ids), never decreasing) or `lengths` (one integer per bag), with 1-D ids,
+        and the answer is (bags, dim); with neither, the last axis of `ids` is the bag and the
+        answer is ids.shape[:-1] + (dim,). weights (pooling="sum" only): one number per id, each
+        row multiplied by its id's weight. The server checks the bags (INVALID_ARGUMENT naming
+        the problem); a pooling other than "sum", "mean" or None, or offsets, lengths or weights
+        that are not 1-D arrays of integers (weights: numbers) raise ValueError.
         """
         dtype = _dtype_name(dtype)
+        if pooling is not None and pooling not in _POOLINGS:
+            raise ValueError("pooling must be 'sum', 'mean' or None, not %r" % (pooling,))
         ids = np.asarray(ids, dtype=np.int64)
         request = pb.LookUpRequest(table=table, ids=ids.ravel().tolist(), shape=list(ids.shape))
         if dtype is not None:
             request.dtype = _DTYPES[dtype][0]
+        if pooling is not None:
+            request.pooling = _POOLINGS[pooling]
+        if offsets is not None:
+            request.offsets.extend(_vector("offsets", offsets, integer=True))
+        if lengths is not None:
+            request.lengths.extend(_vector("lengths", lengths, integer=True))
+        if weights is not None:
+            request.weights.extend(_vector("weights", weights, integer=False))
         response = self._stub.LookUp(request, timeout=timeout or self._timeout)
-        name = _BY_ENUM[response.dtype]
+        name = _BY_ENUM.get(response.dtype)
+        if name is None:  # quantized types are tables' only
+            raise RuntimeError("the server answered with dtype %s"
+                               % _TABLE_DTYPES.get(response.dtype, response.dtype))
         # frombuffer views the message's immutable bytes (a read-only array): every dtype is
         # copied out once, so each answer owns its memory and is writable.
         rows = np.frombuffer(response.embeddings, dtype=_DTYPES[name][1])
@@ -149,21 +193,27 @@ class EmbeddingClient:
             rows = (rows.astype(np.uint32) << 16).view(np.float32)
         else:
             rows = rows.astype(rows.dtype.newbyteorder("="), copy=True)
-        # The server answers an empty request shape (one id, ids.shape == ()) as [1, dim].
         dim = response.shape[-1]
+        if pooling is not None:
+            # The server's shape: [bags, dim], or ids.shape[:-1] + [dim].
+            return rows.reshape(tuple(response.shape))
+        # The server answers an empty request shape (one id, ids.shape == ()) as [1, dim].
         return rows.reshape(ids.shape + (dim,))
 
     def list_tables(self, timeout=None):
-        """[{name, rows, dim, dtype, device, is_default, sequence, updated_rows, version,
+        """[{name, rows, dim, dtype, bytes, device, is_default, sequence, updated_rows, version,
         version_pinned}, ...],
-        the default table first. sequence: the last one UpdateRows applied to the table (0: none
+        the default table first. dtype: "float32", "float16", "bfloat16", or "int8_rowwise" or
+        "int4_rowwise" for a quantized table; bytes: what its rows take where they live.
+        sequence: the last one UpdateRows applied to the table (0: none
         since it was loaded, or the saved version's), which a publisher resumes after;
         updated_rows: rows written by UpdateRows since the table was loaded; version: for a
         table loaded from a version directory (DIR/N/), the version it was loaded from or last
         saved as (save_table) or loaded by load_version, else 0; version_pinned: whether that
         version is pinned (load_version of a given version), which polling leaves alone."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
-        return [dict(name=t.name, rows=t.rows, dim=t.dim, dtype=_BY_ENUM.get(t.dtype, "unknown"),
+        return [dict(name=t.name, rows=t.rows, dim=t.dim,
+                     dtype=_TABLE_DTYPES.get(t.dtype, "unknown"), bytes=t.bytes,
                      device=t.device, is_default=t.is_default, sequence=t.sequence,
                      updated_rows=t.updated_rows, version=t.version,
                      version_pinned=t.version_pinned) for t in response.tables]
