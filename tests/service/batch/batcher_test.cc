@@ -557,6 +557,81 @@ TEST_F(BatcherTest, BatchNeverExceedsMaxBatchIds) {
   }
 }
 
+// Pooled requests (sums, weighted sums, means) queued among plain ones of the same answer type go
+// in the same batch, the plain ids first, and each caller gets its own rows or bags.
+TEST_F(BatcherTest, PooledAndPlainRequestsShareABatchAndEachGetsItsOwnAnswer) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  Call blocker(Iota(0, 1), DataType::kFloat16);
+  ASSERT_THAT(batcher.Submit(blocker.Request()), IsOk());
+  gate.WaitForCalls(1);  // the rest queue behind the blocker's batch
+
+  struct Pooled {
+    std::unique_ptr<Call> call;
+    std::vector<int64_t> offsets;
+    std::vector<float> weights;
+    bool mean;
+  };
+  std::vector<Pooled> pooled;
+  std::vector<std::unique_ptr<Call>> plain;
+  auto add_plain = [&](int64_t first, int64_t n) {
+    plain.push_back(std::make_unique<Call>(Iota(first, n), DataType::kFloat16));
+    ASSERT_THAT(batcher.Submit(plain.back()->Request()), IsOk());
+  };
+  auto add_pooled = [&](std::vector<int64_t> offsets, bool weighted, bool mean) {
+    Pooled p{std::make_unique<Call>(Iota(offsets.size() * 13, offsets.back()), DataType::kFloat16),
+             std::move(offsets), {}, mean};
+    if (weighted) {
+      for (size_t i = 0; i < p.call->ids.size(); ++i) {
+        p.weights.push_back(0.25f * static_cast<float>(i % 7) - 0.5f);
+      }
+    }
+    Batcher::Request r = p.call->Request();
+    r.pooled = true;
+    r.offsets = p.offsets;
+    r.weights = p.weights;
+    r.mean = mean;
+    ASSERT_THAT(batcher.Submit(std::move(r)), IsOk());
+    pooled.push_back(std::move(p));
+  };
+  add_pooled({0, 3, 3, 10}, /*weighted=*/true, /*mean=*/false);  // before any plain request
+  add_plain(5, 4);
+  add_pooled({0, 1, 6}, false, /*mean=*/true);
+  add_pooled({0, 0}, false, false);  // one empty bag: zeros
+  add_plain(50, 3);
+  add_pooled({0, 2, 9}, false, false);
+  gate.Open();
+  batcher.Shutdown();
+
+  // One batch for all of them: 7 plain ids and 10 + 6 + 0 + 9 pooled.
+  EXPECT_THAT(gate.calls(), ElementsAre(GateStore::Call{1, DataType::kFloat16},
+                                        GateStore::Call{32, DataType::kFloat16}));
+  EXPECT_EQ(CheckRows(blocker), "");
+  for (const auto& call : plain) {
+    EXPECT_EQ(CheckRows(*call), "");
+  }
+  for (const Pooled& p : pooled) {
+    std::vector<float> scales;
+    for (size_t b = 0; p.mean && b + 1 < p.offsets.size(); ++b) {
+      const int64_t len = p.offsets[b + 1] - p.offsets[b];
+      scales.push_back(len > 0 ? 1.0f / static_cast<float>(len) : 0.0f);
+    }
+    const size_t bags = p.offsets.size() - 1;
+    std::vector<std::byte> want(bags * kDim * 2);
+    kernels::CpuPooledGather(table_->data(), DataType::kFloat32, kDim,
+                             kernels::Bags{p.call->ids, p.offsets, p.weights, scales},
+                             DataType::kFloat16, want.data());
+    ASSERT_THAT(p.call->status, IsOk());
+    ASSERT_EQ(p.call->out.size(), want.size());
+    EXPECT_EQ(std::memcmp(p.call->out.data(), want.data(), want.size()), 0)
+        << bags << " bags, mean " << p.mean << ", " << p.weights.size() << " weights";
+    if (p.offsets.back() == 0) {  // the empty bag
+      EXPECT_EQ(std::count(want.begin(), want.end(), std::byte{0}),
+                static_cast<std::ptrdiff_t>(want.size()));
+    }
+  }
+}
+
 TEST_F(BatcherTest, MoreIdsThanABatchIsInvalidArgument) {
   BatcherOptions options;
   options.max_batch_ids = 10;
