@@ -5,6 +5,8 @@
 // float64 reference within the answer type's rounding; malformed bags get INVALID_ARGUMENT naming
 // the problem; pooled and plain callers share batches. On the GPU through scripts/gpu-check (the
 // "gpu." tests).
+#include <sys/stat.h>
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -469,6 +471,64 @@ TEST_F(PooledLookUpTest, UpdatesOfAQuantizedTableAreQuantizedOnArrival) {
                        DataType::kFloat32, reinterpret_cast<std::byte*>(want.data()));
     EXPECT_TRUE(answer->embeddings() == want) << name;
   }
+}
+
+// A table quantized at load from a version directory is saved as its quantized rows (a U8 tensor
+// with its layout in the metadata) and a restart serves those same rows.
+TEST(QuantizedVersionsTest, SaveWritesTheQuantizedRowsAndARestartServesThem) {
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
+  }
+  testing::TempDir dir;
+  const int64_t dim = 9;
+  const std::string floats = testing::RandomRows(DataType::kFloat32, kRows * dim, 77);
+  ASSERT_EQ(mkdir(dir.File("1").c_str(), 0755), 0);
+  ASSERT_TRUE(testing::WriteFile(dir.File("1/w.safetensors"),
+                                 testing::SafetensorsFile({{"w", "F32", {kRows, dim}, floats}}))
+                  .ok());
+  const std::vector<std::string> args = {"--drain_seconds=0", "--admin_address=127.0.0.1:0",
+                                         "--admin_insecure",
+                                         absl::StrCat("--table=q=", dir.path(), ",quantize=int4")};
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < kRows; i += 3) {
+    ids.push_back(i);
+  }
+  auto serve = [&](ServerProcess& server) -> std::string {
+    auto client = client::EmbeddingClient::Connect(server.target());
+    auto result = client->LookUp("q", ids, {}, DataType::kFloat32, absl::Seconds(30));
+    EXPECT_TRUE(result.ok()) << result.status();
+    return result.ok() ? result->data : "";
+  };
+  std::string before;
+  {
+    auto server = ServerProcess::Start(args);
+    ASSERT_TRUE(server.ok()) << server.status();
+    before = serve(**server);
+    auto admin = embedding::v1::EmbeddingAdminService::NewStub(
+        grpc::CreateChannel((*server)->admin_target(), grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    embedding::v1::SaveTableRequest request;
+    request.set_table("q");
+    embedding::v1::SaveTableResponse saved;
+    ASSERT_TRUE(admin->SaveTable(&ctx, request, &saved).ok());
+    EXPECT_EQ(saved.version(), 2);
+  }
+  const std::string table(kRows * RowBytes(DataType::kInt4Rowwise, dim), '\0');
+  std::string want(ids.size() * dim * 4, '\0');
+  {
+    std::string q = table;
+    ASSERT_TRUE(EncodeRows(reinterpret_cast<const std::byte*>(floats.data()), DataType::kFloat32,
+                           kRows, dim, DataType::kInt4Rowwise, reinterpret_cast<std::byte*>(q.data()))
+                    .ok());
+    kernels::CpuGather(reinterpret_cast<const std::byte*>(q.data()), DataType::kInt4Rowwise, dim,
+                       ids, DataType::kFloat32, reinterpret_cast<std::byte*>(want.data()));
+  }
+  EXPECT_TRUE(before == want);
+  auto server = ServerProcess::Start(args);  // now on version 2, stored as int4 rows
+  ASSERT_TRUE(server.ok()) << server.status();
+  EXPECT_THAT((*server)->log(), HasSubstr("int4_rowwise, "));  // read as stored, not re-quantized
+  EXPECT_THAT((*server)->log(), HasSubstr("(version 2,"));
+  EXPECT_TRUE(serve(**server) == want);
 }
 
 }  // namespace

@@ -22,6 +22,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/data_type.h"
+#include "kernels/quantize.h"
+#include "kernels/quantize_rows.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
@@ -79,7 +81,7 @@ class TableSourceTest : public ::testing::Test {
                                                     const std::string& tensor = "") {
     const std::string path = dir_.File(file);
     EXPECT_THAT(WriteFile(path, bytes), IsOk());
-    const TableSpec spec{"t", path, tensor};
+    const TableSpec spec{"t", path, tensor, {}};
     absl::StatusOr<std::unique_ptr<TableSource>> source = TableSource::Open(spec);
     const absl::StatusOr<TableLayout> layout = ParseTableFile(spec, bytes);
     if (!source.ok()) {
@@ -683,6 +685,106 @@ TEST(ParseTableSpec, AcceptsPrintableUtf8Names) {
     ASSERT_THAT(spec, IsOk()) << absl::CHexEscape(name);
     EXPECT_EQ(spec->name, name);
   }
+}
+
+// --- Quantized tables ---------------------------------------------------------------------------
+
+TEST(ParseTableSpec, QuantizeOption) {
+  auto spec = ParseTableSpec("t=/data/a,b.safetensors#w,quantize=int4");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->path, "/data/a,b.safetensors");
+  EXPECT_EQ(spec->tensor, "w");
+  EXPECT_EQ(spec->quantize, DataType::kInt4Rowwise);
+  EXPECT_EQ(ParseTableSpec("t=/x.npy,quantize=int8")->quantize, DataType::kInt8Rowwise);
+  EXPECT_EQ(ParseTableSpec("t=/x.npy")->quantize, std::nullopt);
+  EXPECT_THAT(ParseTableSpec("t=/x.npy,quantize=int3").status().message(),
+              HasSubstr("quantize=int3 is not int8 or int4"));
+}
+
+// The quantized rows a float32 file becomes, as QuantizeRow makes them.
+std::string Quantized(const std::string& floats, int64_t rows, int64_t dim, DataType t) {
+  std::string out(static_cast<size_t>(rows) * RowBytes(t, dim), '\0');
+  EXPECT_THAT(EncodeRows(reinterpret_cast<const std::byte*>(floats.data()), DataType::kFloat32,
+                         rows, dim, t, reinterpret_cast<std::byte*>(out.data())),
+              IsOk());
+  return out;
+}
+
+TEST_F(TableSourceTest, QuantizesAFloatTableAsItLoadsInAnyChunks) {
+  for (DataType t : kQuantizedTypes) {
+    for (int64_t dim : {1, 7, 64}) {
+      const std::string floats = RandomRows(DataType::kFloat32, 37 * dim, 5);
+      const std::string path = Path(absl::StrCat("q", dim, ".npy"));
+      ASSERT_THAT(WriteFile(path, NpyFile("<f4", {37, dim}, floats)), IsOk());
+      auto source = TableSource::Open(TableSpec{"t", path, "", t});
+      ASSERT_THAT(source, IsOk());
+      const TableSource& s = **source;
+      EXPECT_EQ(s.dtype(), t);
+      EXPECT_EQ(s.stored_dtype(), DataType::kFloat32);
+      EXPECT_EQ(s.bytes(), 37 * RowBytes(t, dim));
+      const std::string want = Quantized(floats, 37, dim, t);
+      EXPECT_TRUE(ReadAllBytes(s) == want) << DataTypeName(t) << " dim " << dim;
+      // Chunks that start and end inside rows, as the GPU upload reads them.
+      std::string chunked(want.size(), '\0');
+      for (size_t at = 0; at < want.size(); at += 29) {
+        const size_t n = std::min<size_t>(29, want.size() - at);
+        ASSERT_THAT(s.Read(at, absl::MakeSpan(reinterpret_cast<std::byte*>(chunked.data()) + at, n)),
+                    IsOk());
+      }
+      EXPECT_TRUE(chunked == want) << DataTypeName(t) << " dim " << dim;
+    }
+  }
+}
+
+TEST_F(TableSourceTest, OpensAQuantizedSafetensorsTable) {
+  const std::string floats = RandomRows(DataType::kFloat32, 6 * 13, 2);
+  for (DataType t : kQuantizedTypes) {
+    const std::string rows = Quantized(floats, 6, 13, t);
+    const std::string header = absl::StrCat(
+        "{\"__metadata__\":{\"emb_layout\":\"", DataTypeName(t), "\",\"emb_dim\":\"13\"},"
+        "\"w\":{\"dtype\":\"U8\",\"shape\":[6,", RowBytes(t, 13), "],\"data_offsets\":[0,",
+        rows.size(), "]}}");
+    auto source = Open("q.safetensors", SafetensorsFromHeader(header, rows));
+    ASSERT_THAT(source, IsOk());
+    EXPECT_EQ((*source)->dtype(), t);
+    EXPECT_EQ((*source)->dim(), 13);
+    EXPECT_TRUE(ReadAllBytes(**source) == rows);
+  }
+  // Without the layout a U8 tensor is no table; with rows of the wrong size it is refused.
+  const std::string rows = Quantized(floats, 6, 13, DataType::kInt8Rowwise);
+  EXPECT_THAT(Open("u8.safetensors", SafetensorsFile({{"w", "U8", {6, 21}, rows}})),
+              Defect(Path("u8.safetensors"), "unsupported dtype U8"));
+  const std::string header = absl::StrCat(
+      "{\"__metadata__\":{\"emb_layout\":\"int8_rowwise\",\"emb_dim\":\"12\"},\"w\":{\"dtype\":"
+      "\"U8\",\"shape\":[6,21],\"data_offsets\":[0,", rows.size(), "]}}");
+  EXPECT_THAT(Open("bad.safetensors", SafetensorsFromHeader(header, rows)),
+              Defect(Path("bad.safetensors"), "rows of 21 bytes are not int8_rowwise rows of 12"));
+}
+
+TEST_F(TableSourceTest, ARowThatCannotBeQuantizedIsNamedWhenRead) {
+  std::string floats = RandomRows(DataType::kFloat32, 4 * 3, 2);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::memcpy(floats.data() + (2 * 3 + 1) * 4, &nan, 4);  // row 2
+  const std::string path = Path("nan.npy");
+  ASSERT_THAT(WriteFile(path, NpyFile("<f4", {4, 3}, floats)), IsOk());
+  auto source = TableSource::Open(TableSpec{"t", path, "", DataType::kInt8Rowwise});
+  ASSERT_THAT(source, IsOk());
+  std::vector<std::byte> all((*source)->bytes());
+  const absl::Status s = (*source)->Read(0, absl::MakeSpan(all));
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("row 2: element 1 is nan"));
+  // A table stored quantized is not quantized again.
+  const std::string q = Quantized(RandomRows(DataType::kFloat32, 6, 1), 2, 3,
+                                  DataType::kInt8Rowwise);
+  const std::string qpath = Path("q8.safetensors");
+  ASSERT_THAT(WriteFile(qpath, SafetensorsFromHeader(
+                                   absl::StrCat("{\"__metadata__\":{\"emb_layout\":\"int8_rowwise\"},"
+                                                "\"w\":{\"dtype\":\"U8\",\"shape\":[2,11],"
+                                                "\"data_offsets\":[0,", q.size(), "]}}"),
+                                   q)),
+              IsOk());
+  EXPECT_THAT(TableSource::Open(TableSpec{"t", qpath, "", DataType::kInt4Rowwise}).status().message(),
+              HasSubstr("cannot be quantized again"));
 }
 
 }  // namespace
