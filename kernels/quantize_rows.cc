@@ -90,6 +90,10 @@ absl::Status QuantizeRow(const float* values, int64_t dim, DataType t, std::byte
     StoreLittleEndian(scale_half, 2, out + (dim + 1) / 2);
   } else {
     scale = (hi - lo) / static_cast<float>(levels - 1);
+    if (!std::isfinite(scale)) {  // hi - lo overflowed: scale * 0 would be NaN
+      return absl::InvalidArgumentError(absl::StrCat(
+          "values from ", lo, " to ", hi, " span more than float32's range (int8_rowwise)"));
+    }
     while (scale > 0 && DequantizeValue(static_cast<float>(levels - 1), scale, bias) < hi) {
       scale = std::nextafter(scale, INFINITY);
     }

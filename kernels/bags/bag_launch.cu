@@ -1,6 +1,7 @@
 #include "kernels/bags/bag_launch.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/bags/bag_kernel.cuh"
 
@@ -12,9 +13,10 @@ template <int kTileVectors>
 inline constexpr int kUnrollFor = kTileVectors == 1 ? 8 : 4;
 
 // The widest load (bytes) that every vector of every row of `t` can use: the row's elements
-// split into whole vectors and each row starts aligned to it (the table is cudaMalloc'd, 256-byte
-// aligned). 0: one element at a time (int4 rows of odd dim).
-int VectorBytes(DataType t, int64_t dim) {
+// split into whole vectors and each row starts aligned to it (the table's address and the row's
+// size are multiples of it). 0: one element at a time (int4 rows of odd dim).
+int VectorBytes(DataType t, int64_t dim, const void* table) {
+  const auto address = reinterpret_cast<uintptr_t>(table);
   const size_t row = RowBytes(t, dim);
   const int widest = t == DataType::kInt4Rowwise ? 8 : 16;
   for (int b = widest; b >= 1; b /= 2) {
@@ -32,7 +34,7 @@ int VectorBytes(DataType t, int64_t dim) {
       }
       elements_bytes = static_cast<size_t>(dim) * ElementSize(t);
     }
-    if (elements_bytes % b == 0 && row % b == 0) {
+    if (elements_bytes % b == 0 && row % b == 0 && address % b == 0) {
       return b;
     }
   }
@@ -67,7 +69,7 @@ cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
 
 template <DataType kT>
 cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
-  const int b = VectorBytes(kT, p.dim);
+  const int b = VectorBytes(kT, p.dim, p.table);
   BagGrid g{};
   g.row_bytes = RowBytes(kT, p.dim);
   const auto vectors = [&](int values) { return p.dim / values; };

@@ -95,7 +95,8 @@ inline uint16_t RefFloatToBf16(float f) {
   return RefRound(f, 0x7f7f, std::ldexp(1.0, 128), RefBf16Value);
 }
 
-// Element i of an array of `t`, as a double; NaN for any NaN pattern.
+// Element i of an array of the value type `t`, as a double; NaN for any NaN pattern (and for a
+// quantized type, whose rows are not arrays of elements).
 inline double RefLoad(const void* p, DataType t, size_t i) {
   switch (t) {
     case DataType::kFloat32: {
@@ -113,6 +114,9 @@ inline double RefLoad(const void* p, DataType t, size_t i) {
       std::memcpy(&b, static_cast<const std::byte*>(p) + 2 * i, 2);
       return IsBf16Nan(b) ? NAN : RefBf16Value(b);
     }
+    case DataType::kInt8Rowwise:  // rows, not arrays of elements: see quantize_test.cc
+    case DataType::kInt4Rowwise:
+      break;
   }
   return NAN;
 }
