@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <mutex>
 
+#include "absl/status/status.h"
 #include "bench/kernels/gather_variant.h"
 #include "kernels/data_type.h"
 #include "kernels/embedding_lookup.h"
 #include "kernels/gather_plan.h"
+#include "kernels/pooled_lookup.h"
 
 namespace {
 
@@ -55,6 +57,12 @@ bool ToDataType(int value, emb::DataType* out) {
   return emb::IsDataType(*out);
 }
 
+// An answer's type: a value type, never a quantized one.
+bool ToValueType(int value, emb::DataType* out) {
+  *out = static_cast<emb::DataType>(value);
+  return emb::IsValueType(*out);
+}
+
 }  // namespace
 
 extern "C" {
@@ -65,8 +73,9 @@ int emb_gather_ex(const void* d_table, int table_type, int64_t rows, int64_t dim
 
 // Enqueues the gather of LaunchGather (embedding_lookup.h) on `stream` (a cudaStream_t; null is
 // the legacy default stream) on the current device. Types are embedding.v1.DataType values:
-// 1 float32, 2 float16, 3 bfloat16. Returns the cudaError_t as int: 0 on success,
-// cudaErrorInvalidValue (1) for bad arguments.
+// 1 float32, 2 float16, 3 bfloat16, and for tables also 4 int8_rowwise, 5 int4_rowwise (which
+// LaunchGather hands to the bag kernel, LaunchQuantizedGather). Returns the cudaError_t as int: 0
+// on success, cudaErrorInvalidValue (1) for bad arguments.
 __attribute__((visibility("default"))) int emb_gather(const void* d_table, int table_type,
                                                       int64_t rows, int64_t dim,
                                                       const int64_t* d_ids, int64_t n, void* d_out,
@@ -91,7 +100,8 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   // NOLINTEND(bugprone-easily-swappable-parameters)
   emb::DataType in{};
   emb::DataType out{};
-  if (!ToDataType(table_type, &in) || !ToDataType(out_type, &out) || rows < 0 || dim < 1 || n < 0) {
+  if (!ToDataType(table_type, &in) || !ToValueType(out_type, &out) || rows < 0 || dim < 1 ||
+      n < 0) {
     return cudaErrorInvalidValue;
   }
   if (n == 0) {
@@ -99,6 +109,20 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   }
   if (d_table == nullptr || d_ids == nullptr || d_out == nullptr) {
     return cudaErrorInvalidValue;
+  }
+  if (emb::IsQuantized(in)) {
+    // No gather plan reads quantized rows: LaunchGather's route, the bag kernel. It has no
+    // variants or grid caps.
+    if (variant >= 0 || max_blocks != 0) {
+      return cudaErrorInvalidValue;
+    }
+    const absl::Status s = emb::kernels::LaunchQuantizedGather(
+        d_table, in, rows, dim, d_ids, n, d_out, out, static_cast<cudaStream_t>(stream));
+    if (s.ok()) {
+      return cudaSuccess;
+    }
+    const cudaError_t e = cudaGetLastError();
+    return e != cudaSuccess ? e : cudaErrorInvalidValue;
   }
   emb::kernels::GatherTuning tuning;
   if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
@@ -115,7 +139,8 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
 }
 
 // The path that emb_gather_ex with these arguments takes, as a GatherPath value (1 kUnits,
-// 3 kRowOwners, 4 kSliceOwners, 5 kColumnPasses), or -1 for bad arguments or a CUDA error.
+// 3 kRowOwners, 4 kSliceOwners, 5 kColumnPasses), or -1 for bad arguments, a quantized table
+// (no gather path: the bag kernel) or a CUDA error.
 // NOLINTBEGIN(bugprone-easily-swappable-parameters): a C signature for ctypes
 __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, int table_type,
                                                            int64_t rows, int64_t dim, int64_t n,
@@ -124,7 +149,8 @@ __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, 
   // NOLINTEND(bugprone-easily-swappable-parameters)
   emb::DataType in{};
   emb::DataType out{};
-  if (!ToDataType(table_type, &in) || !ToDataType(out_type, &out) || rows < 0 || dim < 1 || n < 0) {
+  if (!ToValueType(table_type, &in) || !ToValueType(out_type, &out) || rows < 0 || dim < 1 ||
+      n < 0) {
     return -1;
   }
   emb::kernels::GatherTuning tuning;
