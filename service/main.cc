@@ -30,9 +30,12 @@
 #include "service/server/server.h"
 
 ABSL_FLAG(std::string, table, "",
-          "NAME=PATH[#TENSOR] of a table to serve; repeat the flag for several tables. Formats: "
-          ".npy (2-D, C order, little-endian float32 or float16) and .safetensors (float32, "
-          "float16, bfloat16; #TENSOR picks one tensor). The first is the default table unless "
+          "NAME=PATH[#TENSOR][,quantize=int8|int4] of a table to serve; repeat the flag for "
+          "several tables. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
+          ".safetensors (float32, float16, bfloat16, or row-wise int8/int4 as a U8 tensor with "
+          "__metadata__ emb_layout; #TENSOR picks one tensor). quantize= stores a float table "
+          "row-wise quantized (FBGEMM's fused rows; answers are dequantized). PATH may be a "
+          "version directory (PATH/1/, PATH/2/, ...). The first is the default table unless "
           "--default_table says otherwise. None: a demo table.");
 ABSL_FLAG(std::string, default_table, "",
           "Name of the table that an empty LookUpRequest.table "

@@ -365,6 +365,9 @@ void Batcher::Answer(Batch& batch, const absl::Status& status, const StageTimes&
     metrics_.ids->Increment(static_cast<double>(batch.ids.size()));
     metrics_.answer_bytes->Increment(
         static_cast<double>(batch.answer_rows * dim_ * ElementSize(batch.out_type)));
+    if (!batch.offsets.empty()) {
+      metrics_.pooled_bags->Increment(static_cast<double>(batch.offsets.size() - 1));
+    }
     metrics_.gather_seconds->Observe(times.gather);
     if (times.copy_in > 0 || times.copy_out > 0) {
       metrics_.copy_in_seconds->Observe(times.copy_in);

@@ -117,6 +117,11 @@ Metrics::Metrics()
                               "answer was asked in (a bfloat16 answer from a float32 table counts "
                               "2 bytes a value).")
                         .Register(*registry_)),
+      pooled_bags_(BuildCounter()
+                       .Name("embedding_pooled_bags_total")
+                       .Help("Bags of ids pooled (summed or averaged) into one row each in OK "
+                             "LookUp answers; their ids count in embedding_ids_total.")
+                       .Register(*registry_)),
       queue_ids_(BuildGauge()
                      .Name("embedding_queue_ids")
                      .Help("Ids waiting in the table's queue.")
@@ -221,6 +226,7 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .batch_requests = &batch_requests_.Add({{"table", table}}, PowersOfTwo(12)),
       .ids = &ids_.Add({{"table", table}}),
       .answer_bytes = &answer_bytes_.Add({{"table", table}}),
+      .pooled_bags = &pooled_bags_.Add({{"table", table}}),
       .dropped_deadline = &dropped_requests_.Add({{"table", table}, {"reason", "deadline"}}),
       .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
       .late_answers = &late_answers_.Add({{"table", table}}),

@@ -33,6 +33,7 @@ struct TableMetrics {
   prometheus::Histogram* batch_requests;
   prometheus::Counter* ids;
   prometheus::Counter* answer_bytes;  // rows in OK answers, in the answer's type
+  prometheus::Counter* pooled_bags;   // bags pooled into one row each, in OK answers
   prometheus::Counter* dropped_deadline;
   prometheus::Counter* dropped_cancelled;
   // Answers finished OK that gRPC dropped unsent because the call's deadline passed.
@@ -103,6 +104,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& dropped_requests_;
   prometheus::Family<prometheus::Counter>& late_answers_;
   prometheus::Family<prometheus::Counter>& answer_bytes_;
+  prometheus::Family<prometheus::Counter>& pooled_bags_;
   prometheus::Family<prometheus::Gauge>& queue_ids_;
   prometheus::Family<prometheus::Gauge>& inflight_batches_;
   prometheus::Family<prometheus::Gauge>& table_info_;

@@ -30,6 +30,7 @@
 #include "kernels/quantize_rows.h"
 #include "proto/convert/data_type_proto.h"
 #include "tests/testing/loaded_server.h"
+#include "tests/testing/metrics_text.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
@@ -269,6 +270,13 @@ TEST_F(PooledLookUpTest, LengthsAndTwoDimensionalIdsGiveTheSameBagsAsOffsets) {
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_THAT(answer->shape(), ::testing::ElementsAre(2, 3, t.dim));
   EXPECT_TRUE(answer->embeddings() == want);
+  // 12 bags in OK answers so far (the metrics are scraped from the server's /metrics).
+  // (counted before each answer is sent).
+  auto metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  EXPECT_EQ(testing::Sample(*metrics, absl::StrCat("embedding_pooled_bags_total{table=\"", t.name,
+                                                   "\"}")),
+            12);
 }
 
 TEST_F(PooledLookUpTest, QuantizedTablesAnswerTheirDequantizedRowsAndListTheirTypeAndBytes) {
