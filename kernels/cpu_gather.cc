@@ -44,12 +44,13 @@ void DequantizeRows(const std::byte* table, int64_t dim, absl::Span<const int64_
   const size_t in_row = RowBytes(kTable, dim);
   const size_t out_row = RowBytes(out_type, dim);
   for (size_t i = 0; i < ids.size(); ++i) {
-    const auto* row = reinterpret_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * in_row;
+    const auto* row =
+        reinterpret_cast<const uint8_t*>(table) + static_cast<size_t>(ids[i]) * in_row;
     const RowScale s = LoadRowScale(row, kTable, dim);
     for (int64_t j = 0; j < dim; ++j) {
-      StoreFromFloat(out + i * out_row, out_type, j,
-                     DequantizeValue(static_cast<float>(QuantizedLevel(row, kTable, j)), s.scale,
-                                     s.bias));
+      StoreFromFloat(
+          out + i * out_row, out_type, j,
+          DequantizeValue(static_cast<float>(QuantizedLevel(row, kTable, j)), s.scale, s.bias));
     }
   }
 }

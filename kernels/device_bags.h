@@ -20,9 +20,9 @@ struct DeviceBags {
   // bags of one id each (bag b is ids[b]: a gather).
   const int64_t* offsets = nullptr;
   int64_t num_bags = 0;
-  const float* weights = nullptr;  // nullptr, or one per id, by index in `ids`
-  const float* scales = nullptr;   // nullptr, or one factor per bag (a mean's 1 / length)
-  void* out = nullptr;             // num_bags rows of dim elements of out_type
+  const float* weights = nullptr;          // nullptr, or one per id, by index in `ids`
+  const float* scales = nullptr;           // nullptr, or one factor per bag (a mean's 1 / length)
+  void* out = nullptr;                     // num_bags rows of dim elements of out_type
   DataType out_type = DataType::kFloat32;  // a value type
 };
 

@@ -9,12 +9,12 @@ namespace emb::kernels {
 absl::Status LaunchBags(const DeviceBags& bags, cudaStream_t stream) {
   if (!IsDataType(bags.table_type) || !IsValueType(bags.out_type)) {
     return absl::InvalidArgumentError(
-        absl::StrCat("LaunchBags: table type ", static_cast<int>(bags.table_type),
-                     ", answer type ", static_cast<int>(bags.out_type)));
+        absl::StrCat("LaunchBags: table type ", static_cast<int>(bags.table_type), ", answer type ",
+                     static_cast<int>(bags.out_type)));
   }
   if (bags.dim < 1 || bags.rows < 0 || bags.num_bags < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("LaunchBags: dim ", bags.dim, ", rows ",
-                                                   bags.rows, ", bags ", bags.num_bags));
+    return absl::InvalidArgumentError(
+        absl::StrCat("LaunchBags: dim ", bags.dim, ", rows ", bags.rows, ", bags ", bags.num_bags));
   }
   if (bags.num_bags == 0) {
     return absl::OkStatus();

@@ -8,10 +8,10 @@
 // Element j is scale * q[j] + bias, computed in float32 as a product rounded and then a sum
 // rounded (no fused multiply-add, so that the CPU and the GPU agree to the bit).
 //
-// Quantization (QuantizeRow, host only) picks the bias at or below the row's smallest value and the scale so
-// that bias + (levels - 1) * scale reaches its largest: every element is then within scale / 2 of
-// its original, before float32's own rounding of the dequantization: kernels/quantize_rows.h.
-// Thread-safe (no state). No Abseil: nvcc includes this header.
+// Quantization (QuantizeRow, host only) picks the bias at or below the row's smallest value and the
+// scale so that bias + (levels - 1) * scale reaches its largest: every element is then within scale
+// / 2 of its original, before float32's own rounding of the dequantization:
+// kernels/quantize_rows.h. Thread-safe (no state). No Abseil: nvcc includes this header.
 #ifndef EMB_KERNELS_QUANTIZE_H_
 #define EMB_KERNELS_QUANTIZE_H_
 
@@ -20,7 +20,6 @@
 #include <cstring>
 
 #include "kernels/data_type.h"
-
 
 namespace emb {
 

@@ -70,9 +70,10 @@ absl::Status QuantizeRow(const float* values, int64_t dim, DataType t, std::byte
   float scale = 0;
   if (t == DataType::kInt4Rowwise) {
     if (lo < -kHalfMax || hi > kHalfMax || double{hi} - lo > double{kHalfMax} * (levels - 1)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "values from ", lo, " to ", hi, " exceed float16's range (int4_rowwise keeps its scale "
-          "and bias in float16)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("values from ", lo, " to ", hi,
+                       " exceed float16's range (int4_rowwise keeps its scale "
+                       "and bias in float16)"));
     }
     const uint16_t bias_half = HalfAtOrBelow(lo);
     bias = HalfToFloat(bias_half);

@@ -25,27 +25,44 @@ inline constexpr int kBlockThreads = 256;
 
 // What the launcher chose for a launch.
 struct BagGrid {
-  int group;             // lanes per (bag, tile)
-  int64_t vectors;       // per row: dim / values per vector
-  int64_t tiles;         // per bag
-  size_t row_bytes;      // of the table
+  int group;         // lanes per (bag, tile)
+  int64_t vectors;   // per row: dim / values per vector
+  int64_t tiles;     // per bag
+  size_t row_bytes;  // of the table
 };
 
 // The unsigned type of a load of `kBytes` (1 to 16).
-template <int kBytes> struct RawType;
-template <> struct RawType<16> { using type = uint4; };
-template <> struct RawType<8> { using type = uint2; };
-template <> struct RawType<4> { using type = unsigned int; };
-template <> struct RawType<2> { using type = unsigned short; };
-template <> struct RawType<1> { using type = unsigned char; };
+template <int kBytes>
+struct RawType;
+template <>
+struct RawType<16> {
+  using type = uint4;
+};
+template <>
+struct RawType<8> {
+  using type = uint2;
+};
+template <>
+struct RawType<4> {
+  using type = unsigned int;
+};
+template <>
+struct RawType<2> {
+  using type = unsigned short;
+};
+template <>
+struct RawType<1> {
+  using type = unsigned char;
+};
 
 // Elements per vector of kVecBytes bytes of a row of type kT; kVecBytes 0 means one element
 // (int4 rows of odd dim).
 template <DataType kT, int kVecBytes>
-inline constexpr int kValuesPerVector =
-    kT == DataType::kInt4Rowwise   ? (kVecBytes == 0 ? 1 : 2 * kVecBytes)
-    : kT == DataType::kInt8Rowwise ? kVecBytes
-                                   : kVecBytes / static_cast<int>(ElementSize(kT));
+inline constexpr int kValuesPerVector = kT == DataType::kInt4Rowwise
+                                            ? (kVecBytes == 0 ? 1 : 2 * kVecBytes)
+                                        : kT == DataType::kInt8Rowwise
+                                            ? kVecBytes
+                                            : kVecBytes / static_cast<int>(ElementSize(kT));
 
 // One vector of a row as loaded: its raw bytes.
 template <int kVecBytes>
@@ -170,8 +187,7 @@ __device__ __forceinline__ void StoreOut(void* out_row, DataType t, int64_t col,
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
-__global__ void __launch_bounds__(kBlockThreads)
-    BagKernel(const DeviceBags p, const BagGrid g) {
+__global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, const BagGrid g) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread / g.group;

@@ -1,9 +1,8 @@
-#include "kernels/bags/bag_launch.h"
-
 #include <algorithm>
 #include <cstdint>
 
 #include "kernels/bags/bag_kernel.cuh"
+#include "kernels/bags/bag_launch.h"
 
 namespace emb::kernels::bags {
 namespace {

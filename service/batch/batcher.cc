@@ -323,7 +323,7 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
   lookup.bags.weights = raw->weights;
   lookup.bags.scales = raw->scales;
   store_->LookUp(lookup, [this, batch = std::move(batch)](const absl::Status& status,
-                                                         const StageTimes& times) {
+                                                          const StageTimes& times) {
     Answer(*batch, status, times);
   });
 }
@@ -348,7 +348,9 @@ void Batcher::AddBags(const Request& r, Batch& batch) {
     batch.scales.resize(first_bag, 1.0f);  // the earlier bags' sums stay as they are
     for (size_t b = 0; b + 1 < r.offsets.size(); ++b) {
       const int64_t length = r.offsets[b + 1] - r.offsets[b];
-      batch.scales.push_back(!r.mean ? 1.0f : length > 0 ? 1.0f / static_cast<float>(length) : 0.0f);
+      batch.scales.push_back(!r.mean      ? 1.0f
+                             : length > 0 ? 1.0f / static_cast<float>(length)
+                                          : 0.0f);
     }
   }
 }

@@ -59,12 +59,12 @@ struct TableVersions {
   std::string dir;
   std::string
       tensor;  // the tensor name of its .safetensors files (--table=NAME=DIR#TENSOR, else NAME)
-  std::atomic<int64_t> version{0};  // the version served (last loaded or saved)
-  std::string open_tensor;          // the tensor --table named (empty: a file's only one)
+  std::atomic<int64_t> version{0};   // the version served (last loaded or saved)
+  std::string open_tensor;           // the tensor --table named (empty: a file's only one)
   std::optional<DataType> quantize;  // --table's quantize=, for a quantized table
-  std::atomic<bool> busy{false};    // a SaveTable or a version load of the table is running
-  std::atomic<bool> pinned{false};  // LoadVersion of a given version: polling leaves it
-  std::atomic<int64_t> refused{0};  // the newest version polling found broken (not retried)
+  std::atomic<bool> busy{false};     // a SaveTable or a version load of the table is running
+  std::atomic<bool> pinned{false};   // LoadVersion of a given version: polling leaves it
+  std::atomic<int64_t> refused{0};   // the newest version polling found broken (not retried)
 };
 
 // One served table: its store, batcher and metrics. The service holds them in flag order, default

@@ -49,9 +49,9 @@ absl::Status PlanBags(const LookUpRequest& request, int64_t max_request_ids, Loo
     return absl::InvalidArgumentError("give the bags as offsets or as lengths, not both");
   }
   if ((request.offsets_size() > 0 || request.lengths_size() > 0) && !rank1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "with offsets or lengths the ids are one flat list, but shape is ",
-        ShapeText(request.shape()), "; leave shape empty or [", n, "]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("with offsets or lengths the ids are one flat list, but shape is ",
+                     ShapeText(request.shape()), "; leave shape empty or [", n, "]"));
   }
   std::vector<int64_t>& offsets = plan->offsets;
   if (request.offsets_size() > 0) {
@@ -62,19 +62,19 @@ absl::Status PlanBags(const LookUpRequest& request, int64_t max_request_ids, Loo
     }
     for (int i = 1; i < o.size(); ++i) {
       if (o.Get(i) < o.Get(i - 1)) {
-        return absl::InvalidArgumentError(absl::StrCat("offsets[", i, "] = ", o.Get(i),
-                                                       " is below offsets[", i - 1,
-                                                       "] = ", o.Get(i - 1), "; offsets never decrease"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is below offsets[", i - 1,
+                         "] = ", o.Get(i - 1), "; offsets never decrease"));
       }
       if (o.Get(i) > n) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "offsets[", i, "] = ", o.Get(i), " is past the end of ids (", n, " ids)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is past the end of ids (", n, " ids)"));
       }
     }
     if (o.Get(o.size() - 1) != n) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the last offset, offsets[", o.size() - 1, "] = ", o.Get(o.size() - 1), ", must be len(ids) = ",
-          n, " (bags + 1 offsets, as FBGEMM takes them)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("the last offset, offsets[", o.size() - 1, "] = ", o.Get(o.size() - 1),
+                       ", must be len(ids) = ", n, " (bags + 1 offsets, as FBGEMM takes them)"));
     }
     offsets.assign(o.begin(), o.end());
   } else if (request.lengths_size() > 0) {
@@ -99,16 +99,17 @@ absl::Status PlanBags(const LookUpRequest& request, int64_t max_request_ids, Loo
     int64_t bags = 1;
     for (int i = 0; i + 1 < request.shape_size(); ++i) {
       if (__builtin_mul_overflow(bags, request.shape(i), &bags) || bags > max_request_ids) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "shape ", ShapeText(request.shape()), " makes over ", max_request_ids,
-            " bags, the limit of rows per request (--max_request_ids)"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("shape ", ShapeText(request.shape()), " makes over ", max_request_ids,
+                         " bags, the limit of rows per request (--max_request_ids)"));
       }
     }
     offsets.resize(static_cast<size_t>(bags) + 1);
     for (int64_t b = 0; b <= bags; ++b) {
       offsets[b] = b * length;
     }
-    plan->shape.assign(request.shape().begin(), request.shape().end() - (request.shape_size() > 0 ? 1 : 0));
+    plan->shape.assign(request.shape().begin(),
+                       request.shape().end() - (request.shape_size() > 0 ? 1 : 0));
     return absl::OkStatus();
   }
   plan->shape = {static_cast<int64_t>(offsets.size()) - 1};
@@ -157,11 +158,11 @@ absl::StatusOr<LookUpPlan> PlanLookUp(const LookUpRequest& request, const Reques
     const std::optional<DataType> asked = FromProto(request.dtype());
     if (!asked.has_value() || !IsValueType(*asked)) {
       return reject(kRejectBadDtype,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "dtype ", static_cast<int>(request.dtype()),
-                        asked.has_value() ? " is a table type: answers are dequantized"
-                                          : " is not a DataType",
-                        " (use FLOAT32, FLOAT16 or BFLOAT16)")));
+                    absl::InvalidArgumentError(
+                        absl::StrCat("dtype ", static_cast<int>(request.dtype()),
+                                     asked.has_value() ? " is a table type: answers are dequantized"
+                                                       : " is not a DataType",
+                                     " (use FLOAT32, FLOAT16 or BFLOAT16)")));
     }
     plan.out_type = *asked;
   }
@@ -189,15 +190,14 @@ absl::StatusOr<LookUpPlan> PlanLookUp(const LookUpRequest& request, const Reques
     plan.answer_rows = n;
   } else {
     if (request.weights_size() > 0 && plan.mean) {
-      return reject(kRejectBadBags, absl::InvalidArgumentError(
-                                        "weights need POOLING_SUM (a weighted sum), not "
-                                        "POOLING_MEAN, as PyTorch's per_sample_weights do"));
+      return reject(kRejectBadBags,
+                    absl::InvalidArgumentError("weights need POOLING_SUM (a weighted sum), not "
+                                               "POOLING_MEAN, as PyTorch's per_sample_weights do"));
     }
     if (request.weights_size() > 0 && request.weights_size() != n) {
-      return reject(kRejectBadBags,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "weights has ", request.weights_size(), " values for ", n,
-                        " ids; give one weight per id, or none")));
+      return reject(kRejectBadBags, absl::InvalidArgumentError(absl::StrCat(
+                                        "weights has ", request.weights_size(), " values for ", n,
+                                        " ids; give one weight per id, or none")));
     }
     if (absl::Status s = PlanBags(request, max_request_ids, &plan); !s.ok()) {
       return reject(kRejectBadBags, s);
@@ -237,8 +237,8 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                                                const RequestTable& table, int64_t max_request_ids,
                                                int64_t max_response_bytes,
                                                absl::string_view* reject_reason) {
-  ASSIGN_OR_RETURN(LookUpPlan plan, PlanLookUp(request, table, max_request_ids,
-                                               max_response_bytes, reject_reason));
+  ASSIGN_OR_RETURN(LookUpPlan plan,
+                   PlanLookUp(request, table, max_request_ids, max_response_bytes, reject_reason));
   return plan.out_type;
 }
 

@@ -64,8 +64,7 @@ struct LookUpPlan {
 // to the metric's reason (kReject* above).
 absl::StatusOr<LookUpPlan> PlanLookUp(const embedding::v1::LookUpRequest& request,
                                       const RequestTable& table, int64_t max_request_ids,
-                                      int64_t max_response_bytes,
-                                      absl::string_view* reject_reason);
+                                      int64_t max_response_bytes, absl::string_view* reject_reason);
 
 // PlanLookUp's answer type alone.
 absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpRequest& request,

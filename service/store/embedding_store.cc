@@ -18,11 +18,11 @@ absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, 
 
 absl::Status EncodeRowOfUpdate(const std::byte* row, DataType rows_type, const TableInfo& table,
                                std::byte* out, size_t index) {
-  if (absl::Status s = EncodeRows(row, rows_type, 1, table.dim, table.dtype, out,
-                                  static_cast<int64_t>(index));
+  if (absl::Status s =
+          EncodeRows(row, rows_type, 1, table.dim, table.dtype, out, static_cast<int64_t>(index));
       !s.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("table '", table.name, "' is ",
-                                                   DataTypeName(table.dtype), ": ", s.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", table.name, "' is ", DataTypeName(table.dtype), ": ", s.message()));
   }
   return absl::OkStatus();
 }

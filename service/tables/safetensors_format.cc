@@ -83,10 +83,10 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
     if (auto l = fields.find(kLayoutMetadataKey); l != fields.end()) {
       quantized_layout = l->second.str;
     }
-    if (auto d = fields.find(kDimMetadataKey); d != fields.end() &&
-                                               (d->second.kind != Json::kString ||
-                                                !absl::SimpleAtoi(d->second.str, &quantized_dim) ||
-                                                quantized_dim < 1)) {
+    if (auto d = fields.find(kDimMetadataKey);
+        d != fields.end() &&
+        (d->second.kind != Json::kString || !absl::SimpleAtoi(d->second.str, &quantized_dim) ||
+         quantized_dim < 1)) {
       return Defect(path, absl::StrCat("__metadata__.", kDimMetadataKey,
                                        " is not a positive integer in a string"));
     }
@@ -121,12 +121,13 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
     // The shape's second axis is the row's bytes; the elements are fewer.
     const int64_t row_bytes = layout.dim;
     const int64_t trailer = layout.dtype == DataType::kInt8Rowwise ? 8 : 4;
-    const int64_t dim = quantized_dim > 0 ? quantized_dim
+    const int64_t dim = quantized_dim > 0                        ? quantized_dim
                         : layout.dtype == DataType::kInt8Rowwise ? row_bytes - trailer
                                                                  : 2 * (row_bytes - trailer);
     if (dim < 1 || static_cast<int64_t>(RowBytes(layout.dtype, dim)) != row_bytes) {
-      return Defect(path, absl::StrCat("tensor '", chosen, "' rows of ", row_bytes, " bytes are not ",
-                                       quantized_layout, " rows of ", dim, " elements"));
+      return Defect(path,
+                    absl::StrCat("tensor '", chosen, "' rows of ", row_bytes, " bytes are not ",
+                                 quantized_layout, " rows of ", dim, " elements"));
     }
     layout.dim = dim;
   }

@@ -72,9 +72,9 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
   source->stored_dtype_ = layout.dtype;
   if (spec.quantize.has_value() && *spec.quantize != layout.dtype) {
     if (IsQuantized(layout.dtype)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source->origin_, ": the table is stored as ", DataTypeName(layout.dtype),
-          " already; it cannot be quantized again to ", DataTypeName(*spec.quantize)));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source->origin_, ": the table is stored as ", DataTypeName(layout.dtype),
+                       " already; it cannot be quantized again to ", DataTypeName(*spec.quantize)));
     }
     source->dtype_ = *spec.quantize;
   }
@@ -148,9 +148,10 @@ absl::Status TableSource::ReadStored(size_t offset, absl::Span<std::byte> dst) c
 
 void TableSource::AdviseSequential() const {
   if (fd_ >= 0) {
-    (void)posix_fadvise(fd_, static_cast<off_t>(data_offset_),
-                        static_cast<off_t>(static_cast<size_t>(rows_) * RowBytes(stored_dtype_, dim_)),
-                        POSIX_FADV_SEQUENTIAL);
+    (void)posix_fadvise(
+        fd_, static_cast<off_t>(data_offset_),
+        static_cast<off_t>(static_cast<size_t>(rows_) * RowBytes(stored_dtype_, dim_)),
+        POSIX_FADV_SEQUENTIAL);
   }
 }
 

@@ -1,8 +1,9 @@
 // libFuzzer target: request validation (service/rpc/request_validation.h), on any bytes parsed as a
 // LookUpRequest (as the server parses a call), against tables a table file can describe (rows
 // and dim >= 1, at most 2^63 - 1 bytes) and the default and extreme limits. An accepted request
-// is servable: its shape holds its ids, its ids are rows of the table, and the answer fits the
-// limits. A rejected one is INVALID_ARGUMENT or OUT_OF_RANGE with a metric reason.
+// is servable: its shape holds its ids, its ids are rows of the table, a pooled one's bags cover
+// its ids in order, and the answer fits the limits. A rejected one is INVALID_ARGUMENT or
+// OUT_OF_RANGE with a metric reason.
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -24,8 +25,8 @@ constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 void Check(const embedding::v1::LookUpRequest& request, const RequestTable& table,
            int64_t max_request_ids, int64_t max_response_bytes) {
   absl::string_view reason;
-  const absl::StatusOr<DataType> type = emb::service::ValidateLookUpRequest(
-      request, table, max_request_ids, max_response_bytes, &reason);
+  const absl::StatusOr<emb::service::LookUpPlan> type =
+      emb::service::PlanLookUp(request, table, max_request_ids, max_response_bytes, &reason);
   if (!type.ok()) {
     FUZZ_CHECK(type.status().code() == absl::StatusCode::kInvalidArgument ||
                type.status().code() == absl::StatusCode::kOutOfRange);
@@ -47,7 +48,27 @@ void Check(const embedding::v1::LookUpRequest& request, const RequestTable& tabl
   for (int64_t id : request.ids()) {
     FUZZ_CHECK(id >= 0 && id < table.rows);
   }
-  FUZZ_CHECK(static_cast<__int128>(n) * table.dim * emb::ElementSize(*type) <= max_response_bytes);
+  FUZZ_CHECK(emb::IsValueType(type->out_type));
+  FUZZ_CHECK(type->answer_rows <= max_request_ids);
+  FUZZ_CHECK(static_cast<__int128>(type->answer_rows) * table.dim *
+                 emb::ElementSize(type->out_type) <=
+             max_response_bytes);
+  // The answer's shape holds its rows; a pooled request's bags run over its ids in order.
+  __int128 rows = 1;
+  for (size_t i = 0; i + 1 < type->shape.size(); ++i) {
+    rows *= type->shape[i];
+  }
+  FUZZ_CHECK(rows == type->answer_rows && type->shape.back() == table.dim);
+  if (type->pooled) {
+    FUZZ_CHECK(static_cast<int64_t>(type->offsets.size()) == type->answer_rows + 1);
+    FUZZ_CHECK(type->offsets.front() == 0 && type->offsets.back() == n);
+    for (size_t b = 1; b < type->offsets.size(); ++b) {
+      FUZZ_CHECK(type->offsets[b] >= type->offsets[b - 1]);
+    }
+    FUZZ_CHECK(request.weights_size() == 0 || request.weights_size() == n);
+  } else {
+    FUZZ_CHECK(type->answer_rows == n);
+  }
 }
 
 }  // namespace

@@ -12,9 +12,9 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view file(reinterpret_cast<const char*>(data), size);
-  emb::fuzz::CheckTableFile({"t", "fuzz.npy", ""}, file);
+  emb::fuzz::CheckTableFile({"t", "fuzz.npy", "", {}}, file);
   // #TENSOR is for .safetensors only, whatever the bytes.
-  const auto named = emb::service::ParseTableFile({"t", "fuzz.npy", "emb"}, file);
+  const auto named = emb::service::ParseTableFile({"t", "fuzz.npy", "emb", {}}, file);
   FUZZ_CHECK(named.status().code() == absl::StatusCode::kInvalidArgument);
   return 0;
 }

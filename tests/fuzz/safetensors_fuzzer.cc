@@ -10,7 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const absl::string_view file(reinterpret_cast<const char*>(data), size);
   for (const char* tensor : {"", "emb", "weight", "__metadata__"}) {
-    emb::fuzz::CheckTableFile({"t", "fuzz.safetensors", tensor}, file);
+    emb::fuzz::CheckTableFile({"t", "fuzz.safetensors", tensor, {}}, file);
   }
   return 0;
 }

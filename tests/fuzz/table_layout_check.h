@@ -24,10 +24,14 @@ inline void CheckTableFile(const service::TableSpec& spec, absl::string_view fil
     return;
   }
   FUZZ_CHECK(layout->rows >= 1 && layout->dim >= 1);
-  FUZZ_CHECK(layout->dtype == DataType::kFloat32 || layout->dtype == DataType::kFloat16 ||
-             layout->dtype == DataType::kBFloat16);
-  const unsigned __int128 bytes = static_cast<unsigned __int128>(layout->rows) *
-                                  static_cast<uint64_t>(layout->dim) * ElementSize(layout->dtype);
+  FUZZ_CHECK(IsDataType(layout->dtype));
+  // A quantized row is its levels plus a scale and bias (RowBytes); a value row dim elements.
+  const unsigned __int128 row =
+      IsQuantized(layout->dtype)
+          ? static_cast<unsigned __int128>(RowBytes(layout->dtype, layout->dim))
+          : static_cast<unsigned __int128>(static_cast<uint64_t>(layout->dim)) *
+                ElementSize(layout->dtype);
+  const unsigned __int128 bytes = static_cast<unsigned __int128>(layout->rows) * row;
   FUZZ_CHECK(layout->data_offset <= file.size());
   FUZZ_CHECK(bytes <= file.size() - layout->data_offset);
 }

@@ -1,6 +1,6 @@
 // libFuzzer target: the --table flag parser (ParseTableSpec). An accepted flag splits into a
-// non-empty NAME (no '='), a non-empty PATH and the TENSOR after the last '#', which put back
-// together give the flag again.
+// non-empty NAME (no '='), a non-empty PATH, the TENSOR after the last '#' and an optional
+// trailing ",quantize=int8|int4", which put back together give the flag again.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,9 +22,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FUZZ_CHECK(!spec->path.empty());
   FUZZ_CHECK(spec->tensor.find('#') == std::string::npos);
   const bool has_tensor = flag.substr(spec->name.size() + 1).find('#') != absl::string_view::npos;
-  const std::string again = has_tensor
-                                ? absl::StrCat(spec->name, "=", spec->path, "#", spec->tensor)
-                                : absl::StrCat(spec->name, "=", spec->path);
+  const char* quantize = !spec->quantize.has_value()                      ? ""
+                         : *spec->quantize == emb::DataType::kInt8Rowwise ? ",quantize=int8"
+                                                                          : ",quantize=int4";
+  const std::string again =
+      has_tensor ? absl::StrCat(spec->name, "=", spec->path, "#", spec->tensor, quantize)
+                 : absl::StrCat(spec->name, "=", spec->path, quantize);
   FUZZ_CHECK(again == flag);
   return 0;
 }

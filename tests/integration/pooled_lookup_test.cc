@@ -88,9 +88,8 @@ std::string Expected(const Table& t, const Bags& b, bool weighted, bool mean, Da
       scales.push_back(len > 0 ? 1.0f / static_cast<float>(len) : 0.0f);
     }
   }
-  kernels::Bags bags{b.ids, b.offsets, weighted ? absl::MakeConstSpan(b.weights)
-                                                : absl::Span<const float>(),
-                     scales};
+  kernels::Bags bags{b.ids, b.offsets,
+                     weighted ? absl::MakeConstSpan(b.weights) : absl::Span<const float>(), scales};
   std::string want((b.offsets.size() - 1) * static_cast<size_t>(t.dim) * ElementSize(out), '\0');
   kernels::CpuPooledGather(reinterpret_cast<const std::byte*>(t.bytes.data()), t.type, t.dim, bags,
                            out, reinterpret_cast<std::byte*>(want.data()));
@@ -101,8 +100,9 @@ std::string Expected(const Table& t, const Bags& b, bool weighted, bool mean, Da
 // answer type's rounding; else where it does not.
 std::string FarFromFloat64(const Table& t, const Bags& b, bool weighted, bool mean, DataType out,
                            const std::string& got) {
-  const double unit = out == DataType::kFloat32 ? 0x1p-23 : out == DataType::kFloat16 ? 0x1p-10
-                                                                                        : 0x1p-7;
+  const double unit = out == DataType::kFloat32   ? 0x1p-23
+                      : out == DataType::kFloat16 ? 0x1p-10
+                                                  : 0x1p-7;
   const size_t row = RowBytes(t.type, t.dim);
   for (size_t bag = 0; bag + 1 < b.offsets.size(); ++bag) {
     for (int64_t j = 0; j < t.dim; ++j) {
@@ -120,8 +120,8 @@ std::string FarFromFloat64(const Table& t, const Bags& b, bool weighted, bool me
         magnitude /= static_cast<double>(len);
       }
       const double value = LoadAsFloat(got.data(), out, static_cast<int64_t>(bag) * t.dim + j);
-      const double tolerance = magnitude * (1e-6 * static_cast<double>(len + 1)) +
-                               std::abs(sum) * unit + 1e-30;
+      const double tolerance =
+          magnitude * (1e-6 * static_cast<double>(len + 1)) + std::abs(sum) * unit + 1e-30;
       if (std::abs(value - sum) > tolerance) {
         return absl::StrCat("bag ", bag, " element ", j, ": ", value, ", float64 says ", sum);
       }
@@ -148,8 +148,9 @@ class PooledLookUpTest : public ::testing::Test {
       const char* st = type == DataType::kFloat32   ? "F32"
                        : type == DataType::kFloat16 ? "F16"
                                                     : "BF16";
-      ASSERT_TRUE(testing::WriteFile(path, testing::SafetensorsFile({{"w", st, {kRows, 40}, t.bytes}}))
-                      .ok());
+      ASSERT_TRUE(
+          testing::WriteFile(path, testing::SafetensorsFile({{"w", st, {kRows, 40}, t.bytes}}))
+              .ok());
       args.push_back(absl::StrCat("--table=", t.name, "=", path));
       tables_.push_back(std::move(t));
     }
@@ -172,15 +173,16 @@ class PooledLookUpTest : public ::testing::Test {
       const std::string path = dir_.File(absl::StrCat(q.name, ".safetensors"));
       if (q.in_file) {
         const std::string header = absl::StrCat(
-            "{\"__metadata__\":{\"emb_layout\":\"", DataTypeName(q.type), "\"},\"w\":{\"dtype\":"
-            "\"U8\",\"shape\":[", kRows, ",", RowBytes(q.type, q.dim), "],\"data_offsets\":[0,",
-            t.bytes.size(), "]}}");
+            "{\"__metadata__\":{\"emb_layout\":\"", DataTypeName(q.type),
+            "\"},\"w\":{\"dtype\":"
+            "\"U8\",\"shape\":[",
+            kRows, ",", RowBytes(q.type, q.dim), "],\"data_offsets\":[0,", t.bytes.size(), "]}}");
         ASSERT_TRUE(testing::WriteFile(path, testing::SafetensorsFromHeader(header, t.bytes)).ok());
         args.push_back(absl::StrCat("--table=", q.name, "=", path));
       } else {
-        ASSERT_TRUE(
-            testing::WriteFile(path, testing::SafetensorsFile({{"w", "F32", {kRows, q.dim}, floats}}))
-                .ok());
+        ASSERT_TRUE(testing::WriteFile(
+                        path, testing::SafetensorsFile({{"w", "F32", {kRows, q.dim}, floats}}))
+                        .ok());
         args.push_back(absl::StrCat("--table=", q.name, "=", path, ",quantize=",
                                     q.type == DataType::kInt8Rowwise ? "int8" : "int4"));
       }
@@ -237,9 +239,8 @@ TEST_F(PooledLookUpTest, SumsWeightedSumsAndMeansOfEveryTableTypeInEveryAnswerTy
         EXPECT_THAT(answer->shape(), ::testing::ElementsAre(kLengths.size(), t.dim));
         EXPECT_EQ(answer->dtype(), ToProto(out));
         const std::string want = Expected(t, b, weighted, mean, out);
-        EXPECT_TRUE(answer->embeddings() == want)
-            << t.name << " " << DataTypeName(out) << " mode " << mode
-            << ": not CpuPooledGather's bits";
+        EXPECT_TRUE(answer->embeddings() == want) << t.name << " " << DataTypeName(out) << " mode "
+                                                  << mode << ": not CpuPooledGather's bits";
         EXPECT_EQ(FarFromFloat64(t, b, weighted, mean, out, answer->embeddings()), "")
             << t.name << " " << DataTypeName(out) << " mode " << mode;
       }
@@ -274,8 +275,8 @@ TEST_F(PooledLookUpTest, LengthsAndTwoDimensionalIdsGiveTheSameBagsAsOffsets) {
   // (counted before each answer is sent).
   auto metrics = testing::HttpGet(server_->metrics_port(), "/metrics");
   ASSERT_TRUE(metrics.ok()) << metrics.status();
-  EXPECT_EQ(testing::Sample(*metrics, absl::StrCat("embedding_pooled_bags_total{table=\"", t.name,
-                                                   "\"}")),
+  EXPECT_EQ(testing::Sample(*metrics,
+                            absl::StrCat("embedding_pooled_bags_total{table=\"", t.name, "\"}")),
             12);
 }
 
@@ -381,8 +382,9 @@ TEST_F(PooledLookUpTest, MalformedBagsAreRefusedNamingTheProblem) {
                 r.add_lengths(5);
               }),
               HasSubstr("not both"));
-  EXPECT_THAT(refused([](LookUpRequest& r) { r.set_pooling(static_cast<embedding::v1::Pooling>(9)); }),
-              HasSubstr("is not a Pooling"));
+  EXPECT_THAT(
+      refused([](LookUpRequest& r) { r.set_pooling(static_cast<embedding::v1::Pooling>(9)); }),
+      HasSubstr("is not a Pooling"));
   // An id out of range inside a bag is OUT_OF_RANGE, as in a plain lookup.
   LookUpRequest r;
   r.set_table(t.name);
@@ -526,7 +528,8 @@ TEST(QuantizedVersionsTest, SaveWritesTheQuantizedRowsAndARestartServesThem) {
   {
     std::string q = table;
     ASSERT_TRUE(EncodeRows(reinterpret_cast<const std::byte*>(floats.data()), DataType::kFloat32,
-                           kRows, dim, DataType::kInt4Rowwise, reinterpret_cast<std::byte*>(q.data()))
+                           kRows, dim, DataType::kInt4Rowwise,
+                           reinterpret_cast<std::byte*>(q.data()))
                     .ok());
     kernels::CpuGather(reinterpret_cast<const std::byte*>(q.data()), DataType::kInt4Rowwise, dim,
                        ids, DataType::kFloat32, reinterpret_cast<std::byte*>(want.data()));

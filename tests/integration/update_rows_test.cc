@@ -133,7 +133,7 @@ const char* NpyDescr(DataType t) {
       return "<f4";
     case DataType::kFloat16:
       return "<f2";
-    case DataType::kBFloat16:
+    default:
       break;
   }
   return "";  // bfloat16 goes in a .safetensors file

@@ -3,8 +3,8 @@
 //
 // A slot owns a stream, four timing events, and pinned host and device buffers sized at start-up
 // for max_batch_ids ids, as many answer rows in float32 (the widest answer type) and as many bags
-// (SlotBagsBytes), so that the request path allocates nothing. The host buffers are mapped: a small batch's kernel reads its ids from
-// h_ids and writes rows to h_out directly.
+// (SlotBagsBytes), so that the request path allocates nothing. The host buffers are mapped: a small
+// batch's kernel reads its ids from h_ids and writes rows to h_out directly.
 //
 // Ownership: the SlotPool owns every slot for the store's life. A slot belongs to whoever took it
 // with Acquire(): the LookUp thread while it enqueues the batch, then (through the store's

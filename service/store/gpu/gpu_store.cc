@@ -121,8 +121,8 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
       return kernels::LaunchGather(
           tuning_, d_table_.data(), table.dtype, table.rows, table.dim,
           slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
-          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte,
-          batch.out_type, stream);
+          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, batch.out_type,
+          stream);
     }));
     return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
@@ -138,9 +138,8 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   const size_t plain = batch.plain_ids();
   if (plain > 0) {
     RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows,
-                                          table.dim, slot.d_ids.data(),
-                                          static_cast<int64_t>(plain), slot.d_out.data(),
-                                          batch.out_type, stream));
+                                          table.dim, slot.d_ids.data(), static_cast<int64_t>(plain),
+                                          slot.d_out.data(), batch.out_type, stream));
   }
   if (batch.bags.count() > 0) {
     bags.out = slot.d_out.data() + plain * row_bytes;
@@ -176,9 +175,9 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
   std::memcpy(h, b.offsets.data(), offsets_bytes);
   std::memcpy(h + weights_at, b.weights.data(), b.weights.size() * sizeof(float));
   std::memcpy(h + scales_at, b.scales.data(), b.scales.size() * sizeof(float));
-  RETURN_IF_ERROR(check_(cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice,
-                                         slot.stream.get()),
-                         "copy bags to the device"));
+  RETURN_IF_ERROR(check_(
+      cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice, slot.stream.get()),
+      "copy bags to the device"));
   const TableInfo& table = info();
   std::byte* d = slot.d_bags.data();
   bags->table = d_table_.data();
@@ -196,8 +195,7 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
 
 void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
   const size_t row_bytes = static_cast<size_t>(info().dim) * ElementSize(batch.out_type);
-  if (absl::Status s =
-          CheckRowsOut(batch.answer_rows(), row_bytes, batch.outs, batch.plain_ids());
+  if (absl::Status s = CheckRowsOut(batch.answer_rows(), row_bytes, batch.outs, batch.plain_ids());
       !s.ok()) {
     done(s, StageTimes{});
     return;

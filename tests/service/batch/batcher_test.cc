@@ -580,7 +580,9 @@ TEST_F(BatcherTest, PooledAndPlainRequestsShareABatchAndEachGetsItsOwnAnswer) {
   };
   auto add_pooled = [&](std::vector<int64_t> offsets, bool weighted, bool mean) {
     Pooled p{std::make_unique<Call>(Iota(offsets.size() * 13, offsets.back()), DataType::kFloat16),
-             std::move(offsets), {}, mean};
+             std::move(offsets),
+             {},
+             mean};
     if (weighted) {
       for (size_t i = 0; i < p.call->ids.size(); ++i) {
         p.weights.push_back(0.25f * static_cast<float>(i % 7) - 0.5f);

@@ -728,8 +728,9 @@ TEST_F(TableSourceTest, QuantizesAFloatTableAsItLoadsInAnyChunks) {
       std::string chunked(want.size(), '\0');
       for (size_t at = 0; at < want.size(); at += 29) {
         const size_t n = std::min<size_t>(29, want.size() - at);
-        ASSERT_THAT(s.Read(at, absl::MakeSpan(reinterpret_cast<std::byte*>(chunked.data()) + at, n)),
-                    IsOk());
+        ASSERT_THAT(
+            s.Read(at, absl::MakeSpan(reinterpret_cast<std::byte*>(chunked.data()) + at, n)),
+            IsOk());
       }
       EXPECT_TRUE(chunked == want) << DataTypeName(t) << " dim " << dim;
     }
@@ -740,10 +741,11 @@ TEST_F(TableSourceTest, OpensAQuantizedSafetensorsTable) {
   const std::string floats = RandomRows(DataType::kFloat32, 6 * 13, 2);
   for (DataType t : kQuantizedTypes) {
     const std::string rows = Quantized(floats, 6, 13, t);
-    const std::string header = absl::StrCat(
-        "{\"__metadata__\":{\"emb_layout\":\"", DataTypeName(t), "\",\"emb_dim\":\"13\"},"
-        "\"w\":{\"dtype\":\"U8\",\"shape\":[6,", RowBytes(t, 13), "],\"data_offsets\":[0,",
-        rows.size(), "]}}");
+    const std::string header =
+        absl::StrCat("{\"__metadata__\":{\"emb_layout\":\"", DataTypeName(t),
+                     "\",\"emb_dim\":\"13\"},"
+                     "\"w\":{\"dtype\":\"U8\",\"shape\":[6,",
+                     RowBytes(t, 13), "],\"data_offsets\":[0,", rows.size(), "]}}");
     auto source = Open("q.safetensors", SafetensorsFromHeader(header, rows));
     ASSERT_THAT(source, IsOk());
     EXPECT_EQ((*source)->dtype(), t);
@@ -756,7 +758,8 @@ TEST_F(TableSourceTest, OpensAQuantizedSafetensorsTable) {
               Defect(Path("u8.safetensors"), "unsupported dtype U8"));
   const std::string header = absl::StrCat(
       "{\"__metadata__\":{\"emb_layout\":\"int8_rowwise\",\"emb_dim\":\"12\"},\"w\":{\"dtype\":"
-      "\"U8\",\"shape\":[6,21],\"data_offsets\":[0,", rows.size(), "]}}");
+      "\"U8\",\"shape\":[6,21],\"data_offsets\":[0,",
+      rows.size(), "]}}");
   EXPECT_THAT(Open("bad.safetensors", SafetensorsFromHeader(header, rows)),
               Defect(Path("bad.safetensors"), "rows of 21 bytes are not int8_rowwise rows of 12"));
 }
@@ -774,17 +777,20 @@ TEST_F(TableSourceTest, ARowThatCannotBeQuantizedIsNamedWhenRead) {
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr("row 2: element 1 is nan"));
   // A table stored quantized is not quantized again.
-  const std::string q = Quantized(RandomRows(DataType::kFloat32, 6, 1), 2, 3,
-                                  DataType::kInt8Rowwise);
+  const std::string q =
+      Quantized(RandomRows(DataType::kFloat32, 6, 1), 2, 3, DataType::kInt8Rowwise);
   const std::string qpath = Path("q8.safetensors");
-  ASSERT_THAT(WriteFile(qpath, SafetensorsFromHeader(
-                                   absl::StrCat("{\"__metadata__\":{\"emb_layout\":\"int8_rowwise\"},"
-                                                "\"w\":{\"dtype\":\"U8\",\"shape\":[2,11],"
-                                                "\"data_offsets\":[0,", q.size(), "]}}"),
-                                   q)),
-              IsOk());
-  EXPECT_THAT(TableSource::Open(TableSpec{"t", qpath, "", DataType::kInt4Rowwise}).status().message(),
-              HasSubstr("cannot be quantized again"));
+  ASSERT_THAT(
+      WriteFile(qpath, SafetensorsFromHeader(
+                           absl::StrCat("{\"__metadata__\":{\"emb_layout\":\"int8_rowwise\"},"
+                                        "\"w\":{\"dtype\":\"U8\",\"shape\":[2,11],"
+                                        "\"data_offsets\":[0,",
+                                        q.size(), "]}}"),
+                           q)),
+      IsOk());
+  EXPECT_THAT(
+      TableSource::Open(TableSpec{"t", qpath, "", DataType::kInt4Rowwise}).status().message(),
+      HasSubstr("cannot be quantized again"));
 }
 
 }  // namespace
