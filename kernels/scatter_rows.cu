@@ -49,10 +49,9 @@ bool Aligned(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p
 
 absl::Status LaunchScatterRows(std::byte* table, size_t row_bytes, const int64_t* ids,
                                const std::byte* rows, int64_t num_ids, cudaStream_t stream) {
-  if (row_bytes == 0 || row_bytes % 2 != 0 || num_ids < 0) {
+  if (row_bytes == 0 || num_ids < 0) {
     return absl::InvalidArgumentError(
-        "LaunchScatterRows: row_bytes must be even and positive, "
-        "num_ids not negative");
+        "LaunchScatterRows: row_bytes must be positive, num_ids not negative");
   }
   if (num_ids == 0) {
     return absl::OkStatus();
@@ -67,8 +66,10 @@ absl::Status LaunchScatterRows(std::byte* table, size_t row_bytes, const int64_t
     e = Launch<uint64_t>(table, row_bytes, ids, rows, num_ids, stream);
   } else if (fits(4)) {
     e = Launch<uint32_t>(table, row_bytes, ids, rows, num_ids, stream);
-  } else {
+  } else if (fits(2)) {
     e = Launch<uint16_t>(table, row_bytes, ids, rows, num_ids, stream);
+  } else {  // quantized rows of an odd size (int4 of an odd dim)
+    e = Launch<uint8_t>(table, row_bytes, ids, rows, num_ids, stream);
   }
   EMB_CUDA_RETURN_IF_ERROR(e, "launch ScatterRowsKernel");
   return absl::OkStatus();

@@ -36,6 +36,7 @@ import sys
 import time
 
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 
 FLOAT32, FLOAT16, BFLOAT16, INT8_ROWWISE, INT4_ROWWISE = 1, 2, 3, 4, 5
@@ -417,7 +418,7 @@ def main():
                              timeout=20).stdout.strip()
     except Exception as e:  # noqa: BLE001
         smi = f"nvidia-smi failed: {e}"
-    import torch._dynamo
+    # (torch._dynamo is imported at the top: an import here would make `torch` local)
     for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
                  "accumulated_recompile_limit"):
         if hasattr(torch._dynamo.config, knob):
