@@ -251,8 +251,11 @@ absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRo
     if (!given.has_value() || !IsValueType(*given)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "dtype ", static_cast<int>(request.dtype()),
-          " is not a DataType (use FLOAT32, FLOAT16 or BFLOAT16, or leave it unset for the "
-          "table's own type)"));
+          given.has_value() ? " is a table type: rows are given as values, and a quantized table "
+                              "quantizes them"
+                            : " is not a DataType",
+          " (use FLOAT32, FLOAT16 or BFLOAT16, or leave it unset for the table's own type, "
+          "float32 for a quantized table)"));
     }
     rows_type = *given;
   }
