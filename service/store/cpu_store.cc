@@ -106,10 +106,7 @@ absl::Status CpuStore::WriteRows(PreparedRows& prepared) {
 }
 
 absl::Status CpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
-  if (offset > info().bytes() || out.size() > info().bytes() - offset) {
-    return absl::OutOfRangeError(
-        absl::StrCat("ReadRows past the ", info().bytes(), " bytes of table '", info().name, "'"));
-  }
+  RETURN_IF_ERROR(CheckReadRange(offset, out.size()));
   std::memcpy(out.data(), data_->data() + offset, out.size());
   return absl::OkStatus();
 }

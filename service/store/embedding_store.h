@@ -219,6 +219,15 @@ class EmbeddingStore {
   }
 
  protected:
+  // OK when bytes [offset, offset + size) lie in the table; else ReadRows's OUT_OF_RANGE.
+  absl::Status CheckReadRange(size_t offset, size_t size) const {
+    if (offset > info_.bytes() || size > info_.bytes() - offset) {
+      return absl::OutOfRangeError(
+          absl::StrCat("ReadRows past the ", info_.bytes(), " bytes of table '", info_.name, "'"));
+    }
+    return absl::OkStatus();
+  }
+
   EmbeddingStore(TableInfo info, int64_t max_batch_ids)
       : info_(std::move(info)), max_batch_ids_(max_batch_ids) {}
 

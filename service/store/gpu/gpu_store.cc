@@ -313,10 +313,7 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
 }
 
 absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
-  if (offset > info().bytes() || out.size() > info().bytes() - offset) {
-    return absl::OutOfRangeError(
-        absl::StrCat("ReadRows past the ", info().bytes(), " bytes of table '", info().name, "'"));
-  }
+  RETURN_IF_ERROR(CheckReadRange(offset, out.size()));
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   // A synchronous copy on the legacy stream, which the batches' non-blocking streams do not wait
   // for: lookups go on while a table is read back.
