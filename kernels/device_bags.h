@@ -9,12 +9,26 @@
 
 namespace emb::kernels {
 
+// A table in two tiers: its rows in host memory that the device maps, and a cache of some of
+// them in device memory. Row `id` is at cache + slots[id] * row bytes when slots[id] >= 0, else
+// at DeviceBags::table + id * row bytes (the host rows).
+struct CachedRows {
+  const int32_t* slots = nullptr;  // one per row of the table, in device memory
+  const void* cache = nullptr;
+  // Where given (device memory, kMissCounters of them), the launch adds the rows it reads from
+  // the host tier, spread over the counters to keep the atomics apart; their sum is the count.
+  unsigned long long* misses = nullptr;
+  static constexpr int kMissCounters = 32;
+};
+
 // Device pointers of one pooled launch; see LaunchBags.
 struct DeviceBags {
   const void* table = nullptr;
   DataType table_type = DataType::kFloat32;  // any table type
   int64_t rows = 0;
   int64_t dim = 0;
+  // Set (slots not null) for a table in two tiers; `table` is then the host rows.
+  CachedRows cached;
   const int64_t* ids = nullptr;
   // num_bags + 1 offsets into `ids` (bag b: ids[offsets[b] .. offsets[b + 1])), or nullptr for
   // bags of one id each (bag b is ids[b]: a gather).

@@ -22,6 +22,9 @@ absl::Status LaunchBags(const DeviceBags& bags, cudaStream_t stream) {
   if (bags.table == nullptr || bags.ids == nullptr || bags.out == nullptr) {
     return absl::InvalidArgumentError("LaunchBags: null table, ids or answer");
   }
+  if ((bags.cached.slots == nullptr) != (bags.cached.cache == nullptr)) {
+    return absl::InvalidArgumentError("LaunchBags: a cache needs its slots, and slots a cache");
+  }
   return CudaStatus(bags::LaunchBagKernel(bags, stream), "bag kernel launch");
 }
 

@@ -23,8 +23,11 @@
 namespace emb::kernels {
 
 // Enqueues on `stream` the pooling of `bags` (CpuPooledGather's results, bit for bit). Ids must be
-// in [0, rows) and offsets must not decrease (the caller checked both). INVALID_ARGUMENT for a
-// bad type, dim < 1, num_bags < 0 or null pointers where num_bags > 0; INTERNAL for a CUDA error
+// in [0, rows) and offsets must not decrease (the caller checked both). For a table in two tiers
+// (bags.cached.slots set) each row comes from the cache or the host rows as its slot says, and
+// the rows read from the host are added to bags.cached.misses where given. INVALID_ARGUMENT for a
+// bad type, dim < 1, num_bags < 0, null pointers where num_bags > 0, or a cache
+// without slots or slots without a cache; INTERNAL for a CUDA error
 // seen at the launch.
 absl::Status LaunchBags(const DeviceBags& bags, cudaStream_t stream);
 

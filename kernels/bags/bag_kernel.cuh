@@ -5,7 +5,8 @@
 // the group loads vector l + group * k (k < kTileVectors) of each of the bag's rows, kVecBytes
 // bytes each, so that a group's loads of a row are one contiguous run; it loads kUnroll rows
 // before it adds any (several misses in flight), then adds them in id order, each product and
-// each sum rounded once (CpuPooledGather's order, so the results agree to the bit).
+// each sum rounded once (CpuPooledGather's order, so the results agree to the bit). For a table in
+// two tiers (CachedRows) each row is read from the cache or the host rows, as its slot says.
 #ifndef EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 #define EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 
@@ -186,21 +187,51 @@ __device__ __forceinline__ void StoreOut(void* out_row, DataType t, int64_t col,
              buf, bytes);
 }
 
-template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
-__global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, const BagGrid g) {
-  constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
-  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
-  const int64_t item = thread / g.group;
-  const int lane = static_cast<int>(thread % g.group);
-  if (item >= p.num_bags * g.tiles) {
-    return;
+// Where row `id` is: in the table, or for a table in two tiers in its cache or its host rows;
+// adds one to `misses` for a host row when `counting`.
+__device__ __forceinline__ const uint8_t* RowAddress(const DeviceBags& p, const BagGrid& g,
+                                                     int64_t id, bool counting, unsigned* misses) {
+  if (p.cached.slots != nullptr) {
+    const int32_t slot = __ldg(p.cached.slots + id);
+    if (slot >= 0) {
+      return static_cast<const uint8_t*>(p.cached.cache) + static_cast<size_t>(slot) * g.row_bytes;
+    }
+    *misses += counting ? 1 : 0;
   }
+  return static_cast<const uint8_t*>(p.table) + static_cast<size_t>(id) * g.row_bytes;
+}
+
+// Adds the block's `misses` to one of the launch's miss counters: one atomic a block. Every
+// thread of the block calls it.
+__device__ __forceinline__ void CountMisses(unsigned long long* counters, unsigned misses) {
+  __shared__ unsigned block_misses;
+  if (threadIdx.x == 0) {
+    block_misses = 0;
+  }
+  __syncthreads();
+  if (misses != 0) {
+    atomicAdd(&block_misses, misses);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0 && block_misses != 0) {
+    atomicAdd(counters + blockIdx.x % CachedRows::kMissCounters, block_misses);
+  }
+}
+
+// One (bag, column tile) `item`, for lane `lane` of its group; returns the host rows it read (for
+// a table in two tiers, counted by the group's lane 0 in the first tile).
+template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
+__device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid& g, int64_t item,
+                                             int lane) {
+  constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
   const int64_t bag = item / g.tiles;
-  const int64_t first_vector = (item % g.tiles) * g.group * kTileVectors + lane;
+  const int64_t tile = item % g.tiles;
+  const int64_t first_vector = tile * g.group * kTileVectors + lane;
   const int64_t begin = p.offsets != nullptr ? p.offsets[bag] : bag;
   const int64_t end = p.offsets != nullptr ? p.offsets[bag + 1] : bag + 1;
-  const auto* table = static_cast<const uint8_t*>(p.table);
   const bool weighted = p.weights != nullptr;
+  const bool counting = tile == 0 && lane == 0;
+  unsigned misses = 0;
 
   float acc[kTileVectors][kValues];
 #pragma unroll
@@ -217,7 +248,7 @@ __global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, c
     RawVector<kVecBytes> raw[kRows][kTileVectors];
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
-      rows[u] = table + static_cast<size_t>(__ldg(p.ids + j + u)) * g.row_bytes;
+      rows[u] = RowAddress(p, g, __ldg(p.ids + j + u), counting, &misses);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
@@ -270,6 +301,21 @@ __global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, c
       }
       StoreOut<kValues>(out_row, p.out_type, v * kValues, acc[k]);
     }
+  }
+  return misses;
+}
+
+template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
+__global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, const BagGrid g) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
+  const int64_t item = thread / g.group;
+  const int lane = static_cast<int>(thread % g.group);
+  unsigned misses = 0;
+  if (item < p.num_bags * g.tiles) {
+    misses = PoolItem<kT, kVecBytes, kTileVectors, kUnroll>(p, g, item, lane);
+  }
+  if (p.cached.misses != nullptr) {  // the same for every thread: all reach the barriers
+    CountMisses(p.cached.misses, misses);
   }
 }
 

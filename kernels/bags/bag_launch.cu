@@ -13,9 +13,9 @@ inline constexpr int kUnrollFor = kTileVectors == 1 ? 8 : 4;
 
 // The widest load (bytes) that every vector of every row of `t` can use: the row's elements
 // split into whole vectors and each row starts aligned to it (the table's address and the row's
-// size are multiples of it). 0: one element at a time (int4 rows of odd dim).
-int VectorBytes(DataType t, int64_t dim, const void* table) {
-  const auto address = reinterpret_cast<uintptr_t>(table);
+// size are multiples of it). 0: one element at a time (int4 rows of odd dim). `address`: the
+// table's, or the bitwise or of both tiers' (aligned to the less aligned of them).
+int VectorBytes(DataType t, int64_t dim, uintptr_t address) {
   const size_t row = RowBytes(t, dim);
   const int widest = t == DataType::kInt4Rowwise ? 8 : 16;
   for (int b = widest; b >= 1; b /= 2) {
@@ -68,7 +68,9 @@ cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
 
 template <DataType kT>
 cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
-  const int b = VectorBytes(kT, p.dim, p.table);
+  const int b = VectorBytes(
+      kT, p.dim,
+      reinterpret_cast<uintptr_t>(p.table) | reinterpret_cast<uintptr_t>(p.cached.cache));
   BagGrid g{};
   g.row_bytes = RowBytes(kT, p.dim);
   const auto vectors = [&](int values) { return p.dim / values; };

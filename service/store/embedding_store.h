@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -42,8 +43,21 @@ struct TableInfo {
   int64_t dim = 0;
   DataType dtype = DataType::kFloat32;
   std::string device;  // "cpu" or "cuda:N"
-  // Bytes the table occupies on its device.
+  // On a GPU: the rows are in host memory, with a cache of cache_rows of them on the device
+  // (a table larger than the GPU memory it may use); false: all rows on the device.
+  bool host_tier = false;
+  int64_t cache_rows = 0;
+  // Bytes of the table's rows.
   size_t bytes() const { return static_cast<size_t>(rows) * RowBytes(dtype, dim); }
+};
+
+// What a host tier's GPU cache holds and has served; counts since start-up.
+struct CacheStats {
+  int64_t capacity_rows = 0;
+  int64_t cached_rows = 0;
+  size_t row_bytes = 0;
+  int64_t lookups = 0;  // rows looked up in batches that have ended
+  int64_t misses = 0;   // rows read from host memory, of batches ended or running
 };
 
 // One caller's share of a batch's answer: whole rows of the answer type, in id order. `device` is
@@ -141,6 +155,8 @@ class EmbeddingStore {
   virtual bool asynchronous() const { return false; }
   // Batches that may be in flight at once without LookUp blocking (GpuStore: its slots).
   virtual int max_inflight_batches() const { return 1; }
+  // For a table in a host tier (info().host_tier): its cache's figures; else nullopt.
+  virtual std::optional<CacheStats> cache_stats() const { return std::nullopt; }
 
   // Gathers rows ids[i], converted to `out_type`, into `outs`, and pools the batch's bags. Ids
   // and bags were checked by the caller (ids in [0, info().rows), offsets never decreasing), and
@@ -230,9 +246,14 @@ class EmbeddingStore {
 
   EmbeddingStore(TableInfo info, int64_t max_batch_ids)
       : info_(std::move(info)), max_batch_ids_(max_batch_ids) {}
+  // While the store is made: the table lives in a host tier with a cache of `cache_rows` rows.
+  void set_host_tier(int64_t cache_rows) {
+    info_.host_tier = true;
+    info_.cache_rows = cache_rows;
+  }
 
  private:
-  const TableInfo info_;
+  TableInfo info_;  // set at construction (and by set_host_tier while the store is made)
   const int64_t max_batch_ids_;
 };
 

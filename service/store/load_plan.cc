@@ -1,8 +1,13 @@
 #include "service/store/load_plan.h"
 
 #include <algorithm>
+#include <system_error>
+#include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 
 namespace emb::service {
 namespace {
@@ -77,6 +82,61 @@ double BusySeconds(std::vector<std::pair<double, double>> intervals) {
     open_end = end;
   }
   return open ? busy + (open_end - open_start) : busy;
+}
+
+absl::StatusOr<LoadStats> ReadTable(const TableSource& source, const LoadPlan& plan, std::byte* dst,
+                                    Clock* clock) {
+  const absl::Time start = clock->Now();
+  ChunkCursor cursor(plan.chunks);
+  absl::Mutex mu;
+  absl::Status failure ABSL_GUARDED_BY(mu);
+  std::vector<std::pair<double, double>> reads ABSL_GUARDED_BY(mu);
+  auto fail = [&](absl::Status s) {
+    cursor.Stop();
+    absl::MutexLock lock(&mu);
+    if (failure.ok()) {
+      failure = std::move(s);
+    }
+  };
+  auto read = [&] {
+    while (std::optional<size_t> chunk = cursor.Next()) {
+      const size_t offset = plan.ChunkOffset(*chunk);
+      const double began = SecondsSince(clock, start);
+      absl::Status s = source.Read(offset, absl::MakeSpan(dst + offset, plan.ChunkSize(*chunk)));
+      const double ended = SecondsSince(clock, start);
+      if (!s.ok()) {
+        fail(std::move(s));
+        return;
+      }
+      absl::MutexLock lock(&mu);
+      reads.emplace_back(began, ended);
+    }
+  };
+  source.AdviseSequential();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < plan.readers; ++r) {
+    try {
+      threads.emplace_back(read);
+    } catch (const std::system_error& e) {  // the readers already started end and are joined
+      fail(absl::ResourceExhaustedError(
+          absl::StrCat("cannot start a thread to read table '", source.name(), "': ", e.what())));
+      break;
+    }
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  absl::MutexLock lock(&mu);
+  if (!failure.ok()) {
+    return failure;
+  }
+  LoadStats stats;
+  stats.bytes = plan.table_bytes;
+  stats.readers = plan.readers;
+  stats.chunk_bytes = plan.chunk_bytes;
+  stats.read_seconds = BusySeconds(std::move(reads));
+  stats.seconds = SecondsSince(clock, start);
+  return stats;
 }
 
 double LoadStats::rate() const { return Rate(bytes, seconds); }

@@ -12,7 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "service/common/clock.h"
+#include "service/tables/table_source.h"
 
 namespace emb::service {
 
@@ -80,6 +83,14 @@ struct LoadStats {
   double read_rate() const;
   double copy_rate() const;
 };
+
+// Reads `source`'s rows into host memory at `dst` (source.bytes() bytes): plan.readers threads
+// take plan.chunk_bytes chunks in file order and read each straight into its place (no staging).
+// For a table kept in host memory (a GPU's host tier). Returns once every reader has ended, with
+// the stats (copy_seconds 0; `seconds` the whole read). Errors: the first failure, a read's
+// (naming the file and offset) or RESOURCE_EXHAUSTED when a thread cannot start.
+absl::StatusOr<LoadStats> ReadTable(const TableSource& source, const LoadPlan& plan, std::byte* dst,
+                                    Clock* clock);
 
 // "table 'x' upload: 4294967296 bytes in 0.410 s (10.48 GB/s): reads 12.30 GB/s over 8
 // threads, copies 25.10 GB/s, staging 16 x 16 MiB" (GB = 1e9 bytes).

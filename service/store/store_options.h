@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 #include "service/common/clock.h"
@@ -42,6 +43,14 @@ struct StoreOptions {
   int load_readers = 0;
   // GPU: bytes of one read and of one host-to-device copy at start-up; 0 picks 16 MiB.
   size_t load_chunk_bytes = 0;
+  // GPU: the device memory this store's table may take (its rows, or its cache, plus the batch
+  // buffers); 0: what the device has free. A table that does not fit goes to the host tier.
+  size_t gpu_budget_bytes = 0;
+  // GPU: a table that does not fit is served from pinned host memory with a GPU cache of its most
+  // looked-up rows (service/store/gpu/host_tier.h); false: it is refused (RESOURCE_EXHAUSTED).
+  bool host_tier = true;
+  // GPU, host tier: rows put into the cache at start-up, hottest first (as far as they fit).
+  std::vector<int64_t> hot_ids;
   // Where the stores read the time (stage timings, the completion threads' polling); must
   // outlive them.
   Clock* clock = Clock::Real();

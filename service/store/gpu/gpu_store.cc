@@ -35,6 +35,10 @@ GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& op
       options_(options),
       check_(device, options.on_device_lost) {}
 
+size_t GpuStore::BatchBufferBytes(const StoreOptions& options, int64_t dim) {
+  return SlotDeviceBytes(options.max_batch_ids, dim, options.inflight_batches);
+}
+
 absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& source, int device,
                                                            const StoreOptions& options) {
   auto store = std::unique_ptr<GpuStore>(new GpuStore(source, device, options));
@@ -44,15 +48,26 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   RETURN_IF_ERROR(check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  const size_t need = source.bytes() + SlotDeviceBytes(options.max_batch_ids, source.dim(),
-                                                       options.inflight_batches);
-  if (need > free_bytes) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "table '", source.name(), "' does not fit on ", check.device_name(), ": it needs ", need,
-        " bytes (", source.bytes(), " for the rows, the rest for batch buffers) but ", free_bytes,
-        " of ", total_bytes, " bytes are free"));
+  const size_t buffers = BatchBufferBytes(options, source.dim());
+  const size_t need = source.bytes() + buffers;
+  const size_t budget =
+      options.gpu_budget_bytes > 0 ? std::min(options.gpu_budget_bytes, free_bytes) : free_bytes;
+  if (need <= budget) {
+    RETURN_IF_ERROR(store->Load(source));
+  } else {
+    const std::string why = absl::StrCat(
+        "it needs ", need, " bytes (", source.bytes(),
+        " for the rows, the rest for batch buffers) but ",
+        options.gpu_budget_bytes > 0
+            ? absl::StrCat("its GPU budget is ", options.gpu_budget_bytes, " bytes and ")
+            : "",
+        free_bytes, " of ", total_bytes, " bytes are free");
+    if (!options.host_tier) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "table '", source.name(), "' does not fit on ", check.device_name(), ": ", why));
+    }
+    RETURN_IF_ERROR(store->LoadHostTier(source, budget, buffers, why));
   }
-  RETURN_IF_ERROR(store->Load(source));
   const size_t max_out_bytes =
       static_cast<size_t>(options.max_batch_ids) * source.dim() * sizeof(float);
   ASSIGN_OR_RETURN(store->slots_, SlotPool::Create(options.inflight_batches, options.max_batch_ids,
@@ -73,6 +88,32 @@ absl::Status GpuStore::Load(const TableSource& source) {
   ASSIGN_OR_RETURN(load_stats_, UploadTable(source, plan, d_table_.data(), check_, options_.clock));
   load_stats_.seconds = SecondsSince(options_.clock, start);
   LogInfo(LoadSummary(info().name, load_stats_));
+  return absl::OkStatus();
+}
+
+absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, size_t buffers,
+                                    absl::string_view why) {
+  // Without a budget, a sixteenth of the free memory is left for what else the device runs.
+  const size_t usable = options_.gpu_budget_bytes > 0 ? budget : budget - budget / 16;
+  const size_t slot_map = HostTier::DeviceBytes(source.rows(), 0, source.row_bytes());
+  if (usable < buffers + slot_map) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("table '", source.name(), "' does not fit on ", check_.device_name(), ": ",
+                     why, "; in host memory it would still need ", buffers + slot_map,
+                     " bytes of GPU memory (batch buffers and a slot per row)"));
+  }
+  HostTier::Options tier;
+  tier.cache_rows = std::min<int64_t>(
+      source.rows(), static_cast<int64_t>((usable - buffers - slot_map) / source.row_bytes()));
+  tier.hot_ids = options_.hot_ids;
+  LogInfo("table '", source.name(), "' does not fit on ", check_.device_name(), " (", why,
+          "): serving it from pinned host memory with a GPU cache of ", tier.cache_rows, " rows (",
+          HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()),
+          " bytes with its slots)");
+  ASSIGN_OR_RETURN(host_tier_, HostTier::Create(source, check_, tier, options_));
+  load_stats_ = host_tier_->load_stats();
+  set_host_tier(tier.cache_rows);
+  LogInfo(LoadSummary(info().name, load_stats_), " (into pinned host memory)");
   return absl::OkStatus();
 }
 
@@ -118,11 +159,9 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
     // launch latency.
     RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
-      return kernels::LaunchGather(
-          tuning_, d_table_.data(), table.dtype, table.rows, table.dim,
-          slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
-          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, batch.out_type,
-          stream);
+      return GatherRows(slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
+                        run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte,
+                        batch.out_type, stream);
     }));
     return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
@@ -137,9 +176,8 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   const size_t plain = batch.plain_ids();
   if (plain > 0) {
-    RETURN_IF_ERROR(kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows,
-                                          table.dim, slot.d_ids.data(), static_cast<int64_t>(plain),
-                                          slot.d_out.data(), batch.out_type, stream));
+    RETURN_IF_ERROR(GatherRows(slot.d_ids.data(), static_cast<int64_t>(plain), slot.d_out.data(),
+                               batch.out_type, stream));
   }
   if (batch.bags.count() > 0) {
     bags.out = slot.d_out.data() + plain * row_bytes;
@@ -178,12 +216,8 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
   RETURN_IF_ERROR(check_(
       cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice, slot.stream.get()),
       "copy bags to the device"));
-  const TableInfo& table = info();
   std::byte* d = slot.d_bags.data();
-  bags->table = d_table_.data();
-  bags->table_type = table.dtype;
-  bags->rows = table.rows;
-  bags->dim = table.dim;
+  *bags = TableBags();
   bags->ids = slot.d_ids.data();
   bags->offsets = reinterpret_cast<const int64_t*>(d);
   bags->num_bags = static_cast<int64_t>(b.count());
@@ -191,6 +225,35 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
   bags->scales = b.scales.empty() ? nullptr : reinterpret_cast<const float*>(d + scales_at);
   bags->out_type = batch.out_type;
   return absl::OkStatus();
+}
+
+kernels::DeviceBags GpuStore::TableBags() const {
+  const TableInfo& table = info();
+  kernels::DeviceBags bags;
+  bags.table = host_tier_ != nullptr ? host_tier_->rows() : d_table_.data();
+  bags.table_type = table.dtype;
+  bags.rows = table.rows;
+  bags.dim = table.dim;
+  if (host_tier_ != nullptr) {
+    bags.cached = host_tier_->cached();
+  }
+  return bags;
+}
+
+absl::Status GpuStore::GatherRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                                  cudaStream_t stream) const {
+  if (host_tier_ == nullptr) {
+    const TableInfo& table = info();
+    return kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows, table.dim, ids,
+                                 n, out, out_type, stream);
+  }
+  // Rows of a host tier: the bag kernel with bags of one id, each row read where it is.
+  kernels::DeviceBags bags = TableBags();
+  bags.ids = ids;
+  bags.num_bags = n;
+  bags.out = out;
+  bags.out_type = out_type;
+  return kernels::LaunchBags(bags, stream);
 }
 
 void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
@@ -201,6 +264,15 @@ void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
     return;
   }
   BatchSlot* slot = slots_->Acquire();
+  if (host_tier_ != nullptr) {
+    // The batch may read the cache's slots until it is answered.
+    const uint64_t ticket = host_tier_->BeginBatch(batch.ids);
+    done = [tier = host_tier_.get(), ticket, ids = batch.ids.size(), done = std::move(done)](
+               const absl::Status& s, const StageTimes& times) mutable {
+      tier->EndBatch(ticket, ids);
+      done(s, times);
+    };
+  }
   if (absl::Status s = Enqueue(*slot, batch); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());
@@ -280,7 +352,7 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
     RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
                                       h_rows + k * out_row, keep[k]));
   }
-  if (n > 0) {
+  if (n > 0 && host_tier_ == nullptr) {  // a host tier writes from the pinned host copy
     RETURN_IF_ERROR(check_(cudaMemcpyAsync(b.device.data(), b.host.data(), need,
                                            cudaMemcpyHostToDevice, b.stream.get()),
                            "copy updated rows to the device"));
@@ -296,6 +368,12 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
   }
   if (rows->rows() == 0) {
     return absl::OkStatus();
+  }
+  if (host_tier_ != nullptr) {
+    const StagingBlock& b = *rows->block;
+    return host_tier_->Write(absl::MakeConstSpan(reinterpret_cast<const int64_t*>(b.host.data()),
+                                                 static_cast<size_t>(rows->rows())),
+                             b.host.data() + rows->rows_offset);
   }
   const size_t row = RowBytes(info().dtype, info().dim);
   absl::MutexLock lock(&write_mu_);
@@ -314,6 +392,10 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
 
 absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
   RETURN_IF_ERROR(CheckReadRange(offset, out.size()));
+  if (host_tier_ != nullptr) {
+    host_tier_->Read(offset, out);
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   // A synchronous copy on the legacy stream, which the batches' non-blocking streams do not wait
   // for: lookups go on while a table is read back.
@@ -330,11 +412,21 @@ class DevicePreparedTable final : public PreparedTable {
   kernels::DeviceBuffer<std::byte> rows;
 };
 
+class HostPreparedTable final : public PreparedTable {
+ public:
+  explicit HostPreparedTable(std::unique_ptr<PinnedHostRows> rows) : rows(std::move(rows)) {}
+  std::unique_ptr<PinnedHostRows> rows;
+};
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const TableSource& source) {
   RETURN_IF_ERROR(
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
+  if (host_tier_ != nullptr) {
+    ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostRows> rows, host_tier_->ReadVersion(source));
+    return std::make_unique<HostPreparedTable>(std::move(rows));
+  }
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   size_t free_bytes = 0;
   size_t total_bytes = 0;
@@ -355,7 +447,21 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const Tabl
 }
 
 void GpuStore::SwapTable(PreparedTable& table) {
+  if (host_tier_ != nullptr) {
+    if (absl::Status s = host_tier_->Swap(dynamic_cast<HostPreparedTable&>(table).rows); !s.ok()) {
+      // Only a CUDA failure emptying the cache, which `check_` has reported (a lost device).
+      LogError("table '", info().name, "': ", s.message());
+    }
+    return;
+  }
   std::swap(d_table_, dynamic_cast<DevicePreparedTable&>(table).rows);
+}
+
+std::optional<CacheStats> GpuStore::cache_stats() const {
+  if (host_tier_ == nullptr) {
+    return std::nullopt;
+  }
+  return host_tier_->stats();
 }
 
 }  // namespace emb::service

@@ -17,11 +17,15 @@
 // pinned staging block, and copies them to the block's device memory, all while batches run;
 // WriteRows, at the batch boundary, is one scatter kernel (kernels/scatter_rows.h) from device
 // memory over the table's rows, on the store's own stream.
+// A table that does not fit the device memory it may use lives in a host tier (host_tier.h): its
+// rows in pinned host memory, its most looked-up rows cached on the device; the bag kernel
+// gathers each row from where it is, and updates and versions go to both tiers.
 // Thread-safe: LookUp from any thread.
 #ifndef EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -35,6 +39,7 @@
 #include "service/store/gpu/batch_completer.h"
 #include "service/store/gpu/batch_slots.h"
 #include "service/store/gpu/cuda_check.h"
+#include "service/store/gpu/host_tier.h"
 #include "service/store/load_plan.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
@@ -50,11 +55,14 @@ class GpuStore final : public EmbeddingStore {
   // CUDA error's name for other CUDA failures, or naming the file and offset of a failed read.
   static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
                                                           const StoreOptions& options);
+  // GPU memory a store's batch buffers take besides its table (or its host tier's cache).
+  static size_t BatchBufferBytes(const StoreOptions& options, int64_t dim);
   // Waits for the batches in flight, then stops the completion threads.
   ~GpuStore() override = default;
 
   bool asynchronous() const override { return true; }
   int max_inflight_batches() const override { return slots_->size(); }
+  std::optional<CacheStats> cache_stats() const override;
   // How the table's upload at Create went.
   const LoadStats& load_stats() const { return load_stats_; }
 
@@ -81,6 +89,15 @@ class GpuStore final : public EmbeddingStore {
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
   // Fills d_table_ from `source` and sets load_stats_; see Create.
   absl::Status Load(const TableSource& source);
+  // Puts the table in a host tier whose cache takes what `budget` leaves besides the batch
+  // `buffers` and the cache's slots; `why` says why the table is not on the device.
+  absl::Status LoadHostTier(const TableSource& source, size_t budget, size_t buffers,
+                            absl::string_view why);
+  // The table's part of a bag kernel launch: its rows (on the device, or a host tier's).
+  kernels::DeviceBags TableBags() const;
+  // Enqueues the gather of n rows `ids` into `out`, from the device rows or the host tier.
+  absl::Status GatherRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                          cudaStream_t stream) const;
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(BatchSlot& slot, const LookUpBatch& batch);
   // Copies the batch's bags into the slot's device memory (on its stream) and fills `bags` but
@@ -105,7 +122,8 @@ class GpuStore final : public EmbeddingStore {
   const StoreOptions options_;
   const CudaCheck check_;
   kernels::GatherTuning tuning_;
-  kernels::DeviceBuffer<std::byte> d_table_;
+  kernels::DeviceBuffer<std::byte> d_table_;  // empty for a host tier
+  std::unique_ptr<HostTier> host_tier_;       // null for a table on the device
   LoadStats load_stats_;
   std::unique_ptr<SlotPool> slots_;
   std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first

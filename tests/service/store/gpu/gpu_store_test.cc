@@ -10,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -22,6 +24,7 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu_gather.h"
 #include "service/store/cpu_store.h"
+#include "service/store/gpu/host_tier.h"
 #include "service/store/gpu/pinned_answer_memory.h"
 #include "service/store/load_plan.h"
 #include "service/tables/table_source.h"
@@ -47,7 +50,9 @@ class GpuStoreTest : public ::testing::Test {
   }
 
   // A rows x dim table of `type` with random nonzero values, as an .npy or .safetensors file.
-  std::unique_ptr<TableSource> RandomTable(DataType type, int64_t rows, int64_t dim) {
+  // With `quantize`, a float32 file quantized as it loads.
+  std::unique_ptr<TableSource> RandomTable(DataType type, int64_t rows, int64_t dim,
+                                           std::optional<DataType> quantize = std::nullopt) {
     const std::string data = emb::testing::RandomRows(type, rows * dim, /*seed=*/rows + dim);
     std::string path;
     if (type == DataType::kBFloat16) {
@@ -63,7 +68,7 @@ class GpuStoreTest : public ::testing::Test {
                                                   {rows, dim}, data)),
                   IsOk());
     }
-    auto source = TableSource::Open(TableSpec{"t", path, "", {}});
+    auto source = TableSource::Open(TableSpec{"t", path, "", quantize});
     EXPECT_THAT(source.status(), IsOk());
     return std::move(*source);
   }
@@ -621,10 +626,309 @@ TEST_F(GpuStoreTest, TableThatDoesNotFitNamesTableNeedAndFree) {
   // 2^37 float32 elements: 512 GiB, more than any GPU holds. Nothing is read before the check.
   auto source = TableSource::Demo("huge", int64_t{1} << 27, 1024, 1);
   StoreOptions options;
+  options.host_tier = false;
   auto gpu = GpuStore::Create(*source, 0, options);
   EXPECT_THAT(gpu.status(), StatusIs(absl::StatusCode::kResourceExhausted,
                                      HasSubstr("table 'huge' does not fit on cuda:0")));
   EXPECT_THAT(std::string(gpu.status().message()), HasSubstr("bytes are free"));
+  // In a host tier, it does not fit the host's memory either (the H200 host has 128 GiB): refused
+  // before a page is touched.
+  options.host_tier = true;
+  EXPECT_THAT(GpuStore::Create(*source, 0, options).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("table 'huge' does not fit in host memory either")));
+}
+
+// ---- Tables in a host tier (host_tier.h) ----
+
+// The GPU budget that puts `source` in a host tier with a cache of `cache_rows` rows.
+size_t HostTierBudget(const TableSource& source, const StoreOptions& options, int64_t cache_rows) {
+  return GpuStore::BatchBufferBytes(options, source.dim()) +
+         HostTier::DeviceBytes(source.rows(), cache_rows, source.row_bytes());
+}
+
+// `n` ids skewed towards `hot_first` (row hot_first + floor(rows * u^4) mod rows, u uniform): a
+// few rows take most lookups, as in recommendation traffic.
+std::vector<int64_t> SkewedIds(size_t n, int64_t rows, int64_t hot_first, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<int64_t> ids(n);
+  for (int64_t& id : ids) {
+    const double x = u(rng);
+    id = (hot_first + static_cast<int64_t>(static_cast<double>(rows) * x * x * x * x)) % rows;
+  }
+  return ids;
+}
+
+std::vector<int64_t> FirstIds(int64_t n) {
+  std::vector<int64_t> ids(static_cast<size_t>(n));
+  std::iota(ids.begin(), ids.end(), 0);
+  return ids;
+}
+
+TEST_F(GpuStoreTest, TableOverItsBudgetGoesToAHostTierWithTheCacheThatFits) {
+  StoreOptions options;
+  options.max_batch_ids = 1024;
+  options.inflight_batches = 2;
+  auto source = RandomTable(DataType::kFloat32, 1000, 16);
+  options.gpu_budget_bytes = HostTierBudget(*source, options, 123);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  EXPECT_TRUE((*gpu)->info().host_tier);
+  EXPECT_EQ((*gpu)->info().cache_rows, 123);
+  ASSERT_TRUE((*gpu)->cache_stats().has_value());
+  EXPECT_EQ((*gpu)->cache_stats()->capacity_rows, 123);
+  // A budget too small for the batch buffers and the cache's slots is refused, naming both.
+  options.gpu_budget_bytes = 1000;
+  EXPECT_THAT(GpuStore::Create(*source, 0, options).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("in host memory it would still need ")));
+  // Without the host tier, the table over its budget is refused.
+  options.gpu_budget_bytes = HostTierBudget(*source, options, 123);
+  options.host_tier = false;
+  EXPECT_THAT(GpuStore::Create(*source, 0, options).status(),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("its GPU budget is ")));
+  // A table within its budget stays on the device.
+  options.gpu_budget_bytes = 0;
+  auto plain = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(plain.status(), IsOk());
+  EXPECT_FALSE((*plain)->info().host_tier);
+  EXPECT_FALSE((*plain)->cache_stats().has_value());
+}
+
+// Every table type (float ones, and int8 and int4 quantized at load) and answer type, rows of
+// 3 to 300 elements, a cache of a tenth of the rows, half of it warmed with hot rows: every
+// batch agrees with the CPU store byte for byte, from the first (hits from the warm rows, misses
+// from host memory) to the last (the manager has moved rows in).
+TEST_F(GpuStoreTest, HostTierMatchesTheCpuStoreForEveryTypePair) {
+  StoreOptions options;
+  options.max_batch_ids = 4096;
+  options.inflight_batches = 2;
+  constexpr int64_t kRows = 3000;
+  constexpr int64_t kCache = 300;
+  options.hot_ids = FirstIds(kCache / 2);
+  struct Table {
+    DataType type;
+    std::optional<DataType> quantize;
+  };
+  const Table tables[] = {{DataType::kFloat32, std::nullopt},
+                          {DataType::kFloat16, std::nullopt},
+                          {DataType::kBFloat16, std::nullopt},
+                          {DataType::kFloat32, DataType::kInt8Rowwise},
+                          {DataType::kFloat32, DataType::kInt4Rowwise}};
+  for (const Table& t : tables) {
+    for (int64_t dim : {3, 128, 300}) {
+      auto source = RandomTable(t.type, kRows, dim, t.quantize);
+      options.gpu_budget_bytes = HostTierBudget(*source, options, kCache);
+      auto gpu = GpuStore::Create(*source, 0, options);
+      ASSERT_THAT(gpu.status(), IsOk());
+      ASSERT_TRUE((*gpu)->info().host_tier);
+      auto cpu = CpuStore::Create(*source, options);
+      ASSERT_THAT(cpu.status(), IsOk());
+      constexpr int kBatches = 12;
+      for (int b = 0; b < kBatches; ++b) {
+        const std::vector<int64_t> ids = SkewedIds(4096, kRows, 0, 100 + b);
+        const DataType out = static_cast<DataType>(1 + b % 3);
+        auto got = Gather(**gpu, ids, out);
+        auto want = Gather(**cpu, ids, out);
+        ASSERT_THAT(got.status(), IsOk());
+        ASSERT_THAT(want.status(), IsOk());
+        ASSERT_TRUE(*got == *want) << DataTypeName((*gpu)->info().dtype) << " -> "
+                                   << DataTypeName(out) << " dim " << dim << ", batch " << b;
+      }
+      const CacheStats stats = *(*gpu)->cache_stats();
+      EXPECT_EQ(stats.lookups, kBatches * 4096);
+      EXPECT_GT(stats.misses, 0);
+      EXPECT_LT(stats.misses, stats.lookups) << "the warm rows were never hit";
+      EXPECT_GE(stats.cached_rows, kCache / 2);
+    }
+  }
+}
+
+// Pooled lookups (sum, weighted, mean, an empty bag) over a host tier agree with the CPU store.
+TEST_F(GpuStoreTest, HostTierPoolsBagsAsTheCpuStoreDoes) {
+  StoreOptions options;
+  options.max_batch_ids = 4096;
+  options.inflight_batches = 2;
+  options.hot_ids = FirstIds(100);
+  auto source = RandomTable(DataType::kFloat16, 2000, 64);
+  options.gpu_budget_bytes = HostTierBudget(*source, options, 200);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  auto cpu = CpuStore::Create(*source, options);
+  ASSERT_THAT(cpu.status(), IsOk());
+  const std::vector<int64_t> ids = SkewedIds(3000, 2000, 0, 5);
+  // 10 plain ids, then bags of 0, 1, 7, and the rest split in bags of 40.
+  std::vector<int64_t> offsets = {10, 10, 11, 18};
+  while (offsets.back() + 40 < static_cast<int64_t>(ids.size())) {
+    offsets.push_back(offsets.back() + 40);
+  }
+  offsets.push_back(static_cast<int64_t>(ids.size()));
+  std::vector<float> weights(ids.size());
+  std::mt19937_64 rng(3);
+  for (float& w : weights) {
+    w = static_cast<float>(rng() % 1000) / 250.0f - 2.0f;
+  }
+  auto pool = [&](EmbeddingStore& store, bool weighted) -> absl::StatusOr<std::string> {
+    const size_t rows = 10 + offsets.size() - 1;
+    const size_t row_bytes = 64 * ElementSize(DataType::kFloat32);
+    OutBuffer plain(10 * row_bytes, nullptr);
+    OutBuffer bags((rows - 10) * row_bytes, nullptr);
+    const std::vector<AnswerSpan> outs = {plain.span(), bags.span()};
+    LookUpBatch batch;
+    batch.ids = ids;
+    batch.outs = outs;
+    batch.bags.offsets = offsets;
+    if (weighted) {
+      batch.bags.weights = weights;
+    }
+    absl::Status status;
+    absl::Notification done;
+    store.LookUp(batch, [&](const absl::Status& s, const StageTimes&) {
+      status = s;
+      done.Notify();
+    });
+    done.WaitForNotification();
+    if (!status.ok()) {
+      return status;
+    }
+    std::string rows_out;
+    for (const AnswerSpan& out : outs) {
+      rows_out.append(reinterpret_cast<const char*>(out.host.data()), out.host.size());
+    }
+    return rows_out;
+  };
+  for (bool weighted : {false, true}) {
+    auto got = pool(**gpu, weighted);
+    auto want = pool(**cpu, weighted);
+    ASSERT_THAT(got.status(), IsOk());
+    ASSERT_THAT(want.status(), IsOk());
+    EXPECT_TRUE(*got == *want) << (weighted ? "weighted" : "sum");
+  }
+}
+
+// Six threads look up rows whose hot set moves (each thread's around its own rows) through a
+// cache of 1% of the table, so the manager keeps evicting and admitting while batches run; rows
+// of 256 bytes and of 48 (narrower than a cache line: neighbouring slots share lines). Every
+// answer must be the CPU store's.
+TEST_F(GpuStoreTest, HostTierAnswersStayRightWhileItsCacheChurns) {
+  for (const auto& [type, dim] :
+       {std::pair{DataType::kFloat32, int64_t{64}}, std::pair{DataType::kFloat16, int64_t{24}}}) {
+    StoreOptions options;
+    options.max_batch_ids = 2048;
+    options.inflight_batches = 4;
+    options.zero_copy_max_bytes = 64 << 10;  // both gather paths
+    constexpr int64_t kRows = 20000;
+    auto source = RandomTable(type, kRows, dim);
+    options.gpu_budget_bytes = HostTierBudget(*source, options, kRows / 100);
+    auto gpu = GpuStore::Create(*source, 0, options);
+    ASSERT_THAT(gpu.status(), IsOk());
+    auto cpu = CpuStore::Create(*source, options);
+    ASSERT_THAT(cpu.status(), IsOk());
+    constexpr int kThreads = 6;
+    constexpr int kBatches = 60;
+    std::atomic<int> wrong{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937_64 rng(t);
+        for (int b = 0; b < kBatches; ++b) {
+          const std::vector<int64_t> ids =
+              SkewedIds(1 + rng() % 2048, kRows, (t * 3000 + b * 50) % kRows, rng());
+          const DataType out = static_cast<DataType>(1 + rng() % 3);
+          auto got = Gather(**gpu, ids, out);
+          auto want = Gather(**cpu, ids, out);
+          if (!got.ok() || !want.ok() || *got != *want) {
+            ++wrong;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) {
+      t.join();
+    }
+    EXPECT_EQ(wrong.load(), 0) << DataTypeName(type) << " dim " << dim;
+    const CacheStats stats = *(*gpu)->cache_stats();
+    EXPECT_GT(stats.cached_rows, 0);
+    EXPECT_GT(stats.misses, 0);
+    EXPECT_LT(stats.misses, stats.lookups);
+  }
+}
+
+// Updates between rounds of lookups (which keep the manager moving rows), to rows cached and
+// not: after each, every row of the table is the CPU store's, so no lookup reads an old row from
+// the cache.
+TEST_F(GpuStoreTest, HostTierUpdatesReachCachedAndUncachedRows) {
+  StoreOptions options;
+  options.max_batch_ids = 8192;
+  options.inflight_batches = 2;
+  constexpr int64_t kRows = 5000;
+  constexpr int64_t kDim = 32;
+  options.hot_ids = FirstIds(500);
+  auto source = RandomTable(DataType::kFloat32, kRows, kDim);
+  options.gpu_budget_bytes = HostTierBudget(*source, options, 500);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  auto cpu = CpuStore::Create(*source, options);
+  ASSERT_THAT(cpu.status(), IsOk());
+  for (int round = 0; round < 4; ++round) {
+    for (int b = 0; b < 5; ++b) {
+      ASSERT_THAT(
+          Gather(**gpu, SkewedIds(4096, kRows, round * 700, 50 * round + b), DataType::kFloat32)
+              .status(),
+          IsOk());
+    }
+    // Half the updated rows among the first 1000 (most of them cached), in float16.
+    std::vector<int64_t> ids = RandomIds(300, 1000, 7 + round);
+    const std::vector<int64_t> more = RandomIds(300, kRows, 70 + round);
+    ids.insert(ids.end(), more.begin(), more.end());
+    const std::string data = emb::testing::RandomRows(
+        DataType::kFloat16, static_cast<int64_t>(ids.size()) * kDim, round + 1);
+    const auto bytes =
+        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(data.data()), data.size());
+    ASSERT_THAT((*gpu)->UpdateRows(ids, DataType::kFloat16, bytes).status(), IsOk());
+    ASSERT_THAT((*cpu)->UpdateRows(ids, DataType::kFloat16, bytes).status(), IsOk());
+    EXPECT_EQ(CompareAllRows(**gpu, **cpu, kRows), "") << "after update " << round;
+  }
+  EXPECT_GT((*gpu)->cache_stats()->cached_rows, 0);
+}
+
+// A version swapped into a host tier: every row is the new version's, hits or misses, and the
+// table reads back (ReadRows) as the new version.
+TEST_F(GpuStoreTest, HostTierVersionSwapServesTheNewRows) {
+  StoreOptions options;
+  options.max_batch_ids = 8192;
+  options.inflight_batches = 2;
+  constexpr int64_t kRows = 5000;
+  constexpr int64_t kDim = 64;
+  options.hot_ids = FirstIds(400);
+  auto served = RandomTable(DataType::kFloat32, kRows, kDim);
+  options.gpu_budget_bytes = HostTierBudget(*served, options, 400);
+  auto gpu = GpuStore::Create(*served, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  const std::string next_bytes = emb::testing::RandomRows(DataType::kFloat32, kRows * kDim, 77);
+  const std::string next_path = dir_.File("next.npy");
+  ASSERT_THAT(
+      emb::testing::WriteFile(next_path, emb::testing::NpyFile("<f4", {kRows, kDim}, next_bytes)),
+      IsOk());
+  auto next = TableSource::Open(TableSpec{"t", next_path, "", {}});
+  ASSERT_THAT(next.status(), IsOk());
+  auto cpu_next = CpuStore::Create(**next, options);
+  ASSERT_THAT(cpu_next.status(), IsOk());
+  auto prepared = (*gpu)->PrepareTable(**next);
+  ASSERT_THAT(prepared.status(), IsOk());
+  (*gpu)->SwapTable(**prepared);
+  prepared->reset();
+  EXPECT_EQ(CompareAllRows(**gpu, **cpu_next, kRows), "");
+  for (int b = 0; b < 5; ++b) {
+    ASSERT_THAT(Gather(**gpu, SkewedIds(4096, kRows, 0, b), DataType::kFloat32).status(), IsOk());
+  }
+  EXPECT_EQ(CompareAllRows(**gpu, **cpu_next, kRows), "");
+  std::string read_back(next_bytes.size(), '\0');
+  ASSERT_THAT((*gpu)->ReadRows(0, absl::MakeSpan(reinterpret_cast<std::byte*>(read_back.data()),
+                                                 read_back.size())),
+              IsOk());
+  EXPECT_TRUE(read_back == next_bytes);
 }
 
 }  // namespace

@@ -1,0 +1,366 @@
+// A table in a host tier (service/store/gpu/host_tier.h) against the same table in GPU memory and
+// in host memory with no cache, side by side in one process through GpuStore, for power-law ids
+// of several exponents and uniform ids. Prints one markdown table: per case, ids/s (one batch at
+// a time), p50 and p99 of the batch time, the cache's hit rate over the measured batches, and the
+// hit rate of the ideal static cache of the same size (the hottest rows, known in advance).
+// Beside them, the alternative way to serve misses: gathering the rows on the host (threads over
+// the host rows) and copying them to the device in one copy, for the batch's every row.
+//
+//   host_tier_benchmark [--rows=33554432] [--dim=128] [--batch=65536] [--cache_percent=10]
+//                       [--exponents=0,0.8,1.05,1.2] [--batches=100] [--warmup_seconds=6]
+//                       [--gather_threads=8]
+// Exponent 0 means uniform ids. The table is a float32 demo table (rows x dim); every store's
+// answers are checked against the host rows (sampled rows of the first measured batch). Exits 1
+// on any failure.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "kernels/cpu_gather.h"
+#include "kernels/device_buffer.h"
+#include "service/common/status_macros.h"
+#include "service/store/gpu/gpu_store.h"
+#include "service/store/gpu/host_tier.h"
+#include "service/store/gpu/pinned_answer_memory.h"
+#include "service/store/store_options.h"
+#include "service/tables/table_source.h"
+
+namespace emb::service {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::string Flag(int argc, char** argv, const char* name, const std::string& fallback) {
+  const std::string prefix = absl::StrCat("--", name, "=");
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
+      return argv[i] + prefix.size();
+    }
+  }
+  return fallback;
+}
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+// Batches of ids over `rows` rows: power law of `exponent` over ranks shuffled over the rows
+// (uniform for exponent 0).
+class IdStream {
+ public:
+  IdStream(int64_t rows, double exponent, uint64_t seed)
+      : rows_(rows), exponent_(exponent), rng_(seed) {
+    if (exponent == 0) {
+      return;
+    }
+    row_of_rank_.resize(static_cast<size_t>(rows));
+    std::iota(row_of_rank_.begin(), row_of_rank_.end(), 0);
+    std::shuffle(row_of_rank_.begin(), row_of_rank_.end(), rng_);
+    cdf_.resize(static_cast<size_t>(rows));
+    double sum = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      sum += std::pow(static_cast<double>(r + 1), -exponent);
+      cdf_[static_cast<size_t>(r)] = sum;
+    }
+    for (double& c : cdf_) {
+      c /= sum;
+    }
+  }
+  std::vector<int64_t> Draw(size_t n) {
+    std::vector<int64_t> ids(n);
+    if (exponent_ == 0) {
+      std::uniform_int_distribution<int64_t> u(0, rows_ - 1);
+      for (int64_t& id : ids) {
+        id = u(rng_);
+      }
+      return ids;
+    }
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    for (int64_t& id : ids) {
+      const auto rank = static_cast<size_t>(
+          std::lower_bound(cdf_.begin(), cdf_.end() - 1, u(rng_)) - cdf_.begin());
+      id = row_of_rank_[rank];
+    }
+    return ids;
+  }
+  // The ideal static cache's hit rate: the share of lookups of the `rows` hottest rows.
+  double TopShare(int64_t rows) const {
+    return exponent_ == 0 ? static_cast<double>(rows) / static_cast<double>(rows_)
+                          : cdf_[static_cast<size_t>(rows - 1)];
+  }
+
+ private:
+  int64_t rows_;
+  double exponent_;
+  std::mt19937_64 rng_;
+  std::vector<int32_t> row_of_rank_;
+  std::vector<double> cdf_;
+};
+
+struct Timing {
+  double ids_per_second = 0;
+  double p50_us = 0;
+  double p99_us = 0;
+  double hit_rate = -1;  // -1: no cache
+};
+
+double Percentile(std::vector<double> v, double p) {
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(p * static_cast<double>(v.size())))];
+}
+
+// One LookUp of `ids` into `out` (pinned answer memory), waited for.
+absl::Status LookUpOnce(EmbeddingStore& store, const std::vector<int64_t>& ids,
+                        const AnswerSpan& out) {
+  absl::Status status;
+  absl::Notification done;
+  store.LookUp(ids, DataType::kFloat32, absl::MakeConstSpan(&out, 1),
+               [&](const absl::Status& s, const StageTimes&) {
+                 status = s;
+                 done.Notify();
+               });
+  done.WaitForNotification();
+  return status;
+}
+
+// Sampled rows of `out` against the host rows.
+absl::Status Check(const std::vector<int64_t>& ids, const std::byte* out, const std::byte* rows,
+                   size_t row_bytes, const std::string& what) {
+  for (size_t i = 0; i < ids.size(); i += 997) {
+    if (std::memcmp(out + i * row_bytes, rows + static_cast<size_t>(ids[i]) * row_bytes,
+                    row_bytes) != 0) {
+      return absl::InternalError(
+          absl::StrCat(what, ": row ", ids[i], " (answer row ", i, ") differs from the table"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Warm-up for `warmup_seconds`, then `batches` timed batches, one at a time.
+absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t batch, int batches,
+                               double warmup_seconds, const AnswerSpan& out,
+                               const std::byte* host_rows, const std::string& what) {
+  const size_t row_bytes = static_cast<size_t>(store.info().dim) * sizeof(float);
+  std::vector<std::vector<int64_t>> pool;
+  for (int i = 0; i < 16; ++i) {
+    pool.push_back(stream.Draw(batch));
+  }
+  const Clock::time_point warm = Clock::now();
+  for (size_t i = 0; Seconds(warm) < warmup_seconds; ++i) {
+    RETURN_IF_ERROR(LookUpOnce(store, pool[i % pool.size()], out));
+  }
+  // Fresh ids for the measured batches (drawn before the clock starts).
+  std::vector<std::vector<int64_t>> measured;
+  for (int i = 0; i < batches; ++i) {
+    measured.push_back(stream.Draw(batch));
+  }
+  const std::optional<CacheStats> before = store.cache_stats();
+  std::vector<double> us;
+  const Clock::time_point start = Clock::now();
+  for (int i = 0; i < batches; ++i) {
+    const Clock::time_point t = Clock::now();
+    RETURN_IF_ERROR(LookUpOnce(store, measured[static_cast<size_t>(i)], out));
+    us.push_back(Seconds(t) * 1e6);
+    if (i == 0) {
+      RETURN_IF_ERROR(Check(measured[0], out.host.data(), host_rows, row_bytes, what));
+    }
+  }
+  const double total = Seconds(start);
+  Timing timing;
+  timing.ids_per_second = static_cast<double>(batch) * batches / total;
+  timing.p50_us = Percentile(us, 0.5);
+  timing.p99_us = Percentile(us, 0.99);
+  if (before.has_value() && before->capacity_rows > 0) {
+    const CacheStats after = *store.cache_stats();
+    const double lookups = static_cast<double>(after.lookups - before->lookups);
+    timing.hit_rate = 1.0 - static_cast<double>(after.misses - before->misses) / lookups;
+  }
+  return timing;
+}
+
+// The other way to serve rows from host memory: `threads` threads gather the batch's rows from
+// the host rows into pinned memory, then one copy takes them to the device.
+absl::StatusOr<Timing> MeasureHostGather(const std::byte* rows, int64_t dim, IdStream& stream,
+                                         size_t batch, int batches, int threads) {
+  const size_t row_bytes = static_cast<size_t>(dim) * sizeof(float);
+  ASSIGN_OR_RETURN(auto staged, kernels::PinnedBuffer<std::byte>::Allocate(batch * row_bytes));
+  ASSIGN_OR_RETURN(auto device, kernels::DeviceBuffer<std::byte>::Allocate(batch * row_bytes));
+  std::vector<double> us;
+  const Clock::time_point start = Clock::now();
+  for (int b = 0; b < batches; ++b) {
+    const std::vector<int64_t> ids = stream.Draw(batch);
+    const Clock::time_point t = Clock::now();
+    std::vector<std::thread> workers;
+    const size_t per = (batch + threads - 1) / threads;
+    for (int w = 0; w < threads; ++w) {
+      const size_t first = std::min(batch, per * w);
+      const size_t n = std::min(batch, first + per) - first;
+      workers.emplace_back([&, first, n] {
+        kernels::CpuGather(rows, DataType::kFloat32, dim,
+                           absl::MakeConstSpan(ids).subspan(first, n), DataType::kFloat32,
+                           staged.data() + first * row_bytes);
+      });
+    }
+    for (std::thread& w : workers) {
+      w.join();
+    }
+    if (cudaMemcpy(device.data(), staged.data(), batch * row_bytes, cudaMemcpyHostToDevice) !=
+        cudaSuccess) {
+      return absl::InternalError("cudaMemcpy of the gathered rows");
+    }
+    us.push_back(Seconds(t) * 1e6);
+  }
+  (void)start;
+  Timing timing;
+  double sum = 0;
+  for (double u : us) {
+    sum += u;
+  }
+  timing.ids_per_second = static_cast<double>(batch) * batches / (sum / 1e6);
+  timing.p50_us = Percentile(us, 0.5);
+  timing.p99_us = Percentile(us, 0.99);
+  return timing;
+}
+
+int Run(int argc, char** argv) {
+  int64_t rows = 0;
+  int64_t dim = 0;
+  int64_t batch = 0;
+  int64_t cache_percent = 0;
+  int64_t batches = 0;
+  int64_t gather_threads = 0;
+  double warmup_seconds = 0;
+  if (!absl::SimpleAtoi(Flag(argc, argv, "rows", "33554432"), &rows) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "dim", "128"), &dim) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "batch", "65536"), &batch) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "cache_percent", "10"), &cache_percent) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "batches", "100"), &batches) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "gather_threads", "8"), &gather_threads) ||
+      !absl::SimpleAtod(Flag(argc, argv, "warmup_seconds", "6"), &warmup_seconds)) {
+    std::fprintf(stderr, "bad flag\n");
+    return 2;
+  }
+  std::vector<double> exponents;
+  for (absl::string_view e : absl::StrSplit(Flag(argc, argv, "exponents", "0,0.8,1.05,1.2"), ',')) {
+    double x = 0;
+    if (!absl::SimpleAtod(e, &x)) {
+      std::fprintf(stderr, "bad --exponents\n");
+      return 2;
+    }
+    exponents.push_back(x);
+  }
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "host_tier_benchmark: %s\n", s.ToString().c_str());
+    return 1;
+  };
+  const auto source = TableSource::Demo("bench", rows, dim, 1);
+  StoreOptions options;
+  options.max_batch_ids = batch;
+  options.inflight_batches = 2;
+  const int64_t cache_rows = rows * cache_percent / 100;
+  const size_t buffers = GpuStore::BatchBufferBytes(options, dim);
+  struct Case {
+    std::string name;
+    std::unique_ptr<GpuStore> store;
+  };
+  std::vector<Case> cases;
+  for (const auto& [name, budget] :
+       {std::pair<std::string, size_t>{"GPU memory (HBM)", 0},
+        {"host memory, no cache", buffers + HostTier::DeviceBytes(rows, 0, source->row_bytes())},
+        {absl::StrCat("host memory, cache ", cache_percent, "% (ours)"),
+         buffers + HostTier::DeviceBytes(rows, cache_rows, source->row_bytes())}}) {
+    StoreOptions o = options;
+    o.gpu_budget_bytes = budget;
+    const Clock::time_point t = Clock::now();
+    auto store = GpuStore::Create(*source, 0, o);
+    if (!store.ok()) {
+      return fail(store.status());
+    }
+    std::fprintf(stderr, "%s: loaded in %.1f s\n", name.c_str(), Seconds(t));
+    cases.push_back(Case{name, std::move(*store)});
+  }
+  auto host_rows = source->ReadAll();
+  if (!host_rows.ok()) {
+    return fail(host_rows.status());
+  }
+  PinnedAnswerMemory pinned(0);
+  const size_t out_bytes = static_cast<size_t>(batch) * source->row_bytes();
+  const HostBlock block = pinned.Allocate(out_bytes);
+  if (block.host == nullptr) {
+    return fail(absl::ResourceExhaustedError("pinned answer memory"));
+  }
+  const AnswerSpan out{absl::MakeSpan(static_cast<std::byte*>(block.host), out_bytes),
+                       static_cast<std::byte*>(block.device)};
+
+  std::printf(
+      "Table %lld rows x %lld float32 (%.1f GiB), batches of %lld ids, one at a time; "
+      "cache %lld rows (%lld%%).\n\n",
+      static_cast<long long>(rows), static_cast<long long>(dim),
+      static_cast<double>(source->bytes()) / (1u << 30), static_cast<long long>(batch),
+      static_cast<long long>(cache_rows), static_cast<long long>(cache_percent));
+  std::printf(
+      "| ids | table | Mids/s | p50 us | p99 us | hit rate | ideal static cache | x no cache |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+  for (const double exponent : exponents) {
+    const std::string ids = exponent == 0 ? "uniform" : absl::StrFormat("power law %.2f", exponent);
+    IdStream stream(rows, exponent, 7);
+    const double ideal = stream.TopShare(cache_rows);
+    double no_cache = 0;
+    for (Case& c : cases) {
+      const bool cached =
+          c.store->cache_stats().has_value() && c.store->cache_stats()->capacity_rows > 0;
+      auto timing = Measure(*c.store, stream, static_cast<size_t>(batch), static_cast<int>(batches),
+                            cached ? warmup_seconds : 0.5, out, (*host_rows)->data(), c.name);
+      if (!timing.ok()) {
+        return fail(timing.status());
+      }
+      if (c.store->info().host_tier && !cached) {
+        no_cache = timing->ids_per_second;
+      }
+      std::printf("| %s | %s | %.1f | %.0f | %.0f | %s | %s | %s |\n", ids.c_str(), c.name.c_str(),
+                  timing->ids_per_second / 1e6, timing->p50_us, timing->p99_us,
+                  timing->hit_rate >= 0 ? absl::StrFormat("%.3f", timing->hit_rate).c_str() : "",
+                  cached ? absl::StrFormat("%.3f", ideal).c_str() : "",
+                  c.store->info().host_tier && no_cache > 0
+                      ? absl::StrFormat("%.2f", timing->ids_per_second / no_cache).c_str()
+                      : "");
+      std::fflush(stdout);
+    }
+    auto gathered = MeasureHostGather((*host_rows)->data(), dim, stream, static_cast<size_t>(batch),
+                                      20, static_cast<int>(gather_threads));
+    if (!gathered.ok()) {
+      return fail(gathered.status());
+    }
+    std::printf(
+        "| %s | host memory: gathered on the host (%lld threads), one copy | %.1f | %.0f | "
+        "%.0f | | | %.2f |\n",
+        ids.c_str(), static_cast<long long>(gather_threads), gathered->ids_per_second / 1e6,
+        gathered->p50_us, gathered->p99_us,
+        no_cache > 0 ? gathered->ids_per_second / no_cache : 0.0);
+  }
+  pinned.Release(block.host);
+  return 0;
+}
+
+}  // namespace
+}  // namespace emb::service
+
+int main(int argc, char** argv) { return emb::service::Run(argc, argv); }
