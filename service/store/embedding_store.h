@@ -47,6 +47,9 @@ struct TableInfo {
   // (a table larger than the GPU memory it may use); false: all rows on the device.
   bool host_tier = false;
   int64_t cache_rows = 0;
+  // GPU memory the store took (its rows or its cache and slots, and its batch buffers); 0 on the
+  // CPU.
+  size_t device_bytes = 0;
   // Bytes of the table's rows.
   size_t bytes() const { return static_cast<size_t>(rows) * RowBytes(dtype, dim); }
 };
@@ -246,14 +249,16 @@ class EmbeddingStore {
 
   EmbeddingStore(TableInfo info, int64_t max_batch_ids)
       : info_(std::move(info)), max_batch_ids_(max_batch_ids) {}
-  // While the store is made: the table lives in a host tier with a cache of `cache_rows` rows.
-  void set_host_tier(int64_t cache_rows) {
-    info_.host_tier = true;
+  // While the store is made: where the table lives (a host tier with a cache of `cache_rows`
+  // rows, or not) and the GPU memory it took.
+  void set_placement(bool host_tier, int64_t cache_rows, size_t device_bytes) {
+    info_.host_tier = host_tier;
     info_.cache_rows = cache_rows;
+    info_.device_bytes = device_bytes;
   }
 
  private:
-  TableInfo info_;  // set at construction (and by set_host_tier while the store is made)
+  TableInfo info_;  // set at construction (and by set_placement while the store is made)
   const int64_t max_batch_ids_;
 };
 

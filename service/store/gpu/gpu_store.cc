@@ -54,6 +54,7 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
       options.gpu_budget_bytes > 0 ? std::min(options.gpu_budget_bytes, free_bytes) : free_bytes;
   if (need <= budget) {
     RETURN_IF_ERROR(store->Load(source));
+    store->set_placement(false, 0, need);
   } else {
     const std::string why = absl::StrCat(
         "it needs ", need, " bytes (", source.bytes(),
@@ -112,7 +113,8 @@ absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, si
           " bytes with its slots)");
   ASSIGN_OR_RETURN(host_tier_, HostTier::Create(source, check_, tier, options_));
   load_stats_ = host_tier_->load_stats();
-  set_host_tier(tier.cache_rows);
+  set_placement(true, tier.cache_rows,
+                buffers + HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()));
   LogInfo(LoadSummary(info().name, load_stats_), " (into pinned host memory)");
   return absl::OkStatus();
 }
