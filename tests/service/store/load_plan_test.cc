@@ -1,16 +1,24 @@
 // The host-side pieces of GpuStore's parallel table upload: the plan, the chunk cursor, the busy
-// time of overlapping reads and the summary line. No GPU needed.
+// time of overlapping reads, the summary line, and ReadTable (a host tier's load). No GPU needed.
 #include "service/store/load_plan.h"
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "service/common/clock.h"
+#include "service/tables/table_source.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/table_files.h"
 
 namespace emb::service {
 namespace {
@@ -164,6 +172,45 @@ TEST(LoadStats, ZeroTimesGiveZeroRates) {
   EXPECT_EQ(stats.rate(), 0);
   EXPECT_EQ(stats.read_rate(), 0);
   EXPECT_EQ(stats.copy_rate(), 0);
+}
+
+// ReadTable with readers and chunks that divide neither the rows nor the table (a partial last
+// chunk, chunk edges inside elements) puts every byte of the file where it belongs.
+TEST(ReadTable, ReadersLandEveryByteInPlace) {
+  emb::testing::TempDir dir;
+  const std::string data = emb::testing::RandomRows(DataType::kFloat16, 1001 * 7, /*seed=*/3);
+  const std::string path = dir.File("t.npy");
+  ASSERT_THAT(emb::testing::WriteFile(path, emb::testing::NpyFile("<f2", {1001, 7}, data)),
+              emb::testing::IsOk());
+  auto source = TableSource::Open(TableSpec{"t", path, "", {}});
+  ASSERT_THAT(source.status(), emb::testing::IsOk());
+  for (const auto& [readers, chunk] : {std::pair{1, size_t{4096}}, std::pair{3, size_t{999}},
+                                       std::pair{8, size_t{1}} /* one byte a chunk */}) {
+    const LoadPlan plan = PlanLoad((*source)->bytes(), readers, chunk, 16);
+    std::string out((*source)->bytes(), '\0');
+    auto stats = ReadTable(**source, plan, reinterpret_cast<std::byte*>(out.data()), Clock::Real());
+    ASSERT_THAT(stats.status(), emb::testing::IsOk());
+    EXPECT_TRUE(out == data) << readers << " readers, chunks of " << chunk;
+    EXPECT_EQ(stats->bytes, data.size());
+    EXPECT_EQ(stats->readers, plan.readers);
+  }
+}
+
+// A file cut after it was opened: ReadTable fails naming the file, with every reader ended.
+TEST(ReadTable, AReadFailureIsReturned) {
+  emb::testing::TempDir dir;
+  const std::string data = emb::testing::RandomRows(DataType::kFloat32, 4000 * 16, /*seed=*/4);
+  const std::string path = dir.File("t.npy");
+  ASSERT_THAT(emb::testing::WriteFile(path, emb::testing::NpyFile("<f4", {4000, 16}, data)),
+              emb::testing::IsOk());
+  auto source = TableSource::Open(TableSpec{"t", path, "", {}});
+  ASSERT_THAT(source.status(), emb::testing::IsOk());
+  ASSERT_EQ(truncate(path.c_str(), 1000), 0);
+  const LoadPlan plan = PlanLoad((*source)->bytes(), 4, 4096, 16);
+  std::string out((*source)->bytes(), '\0');
+  auto stats = ReadTable(**source, plan, reinterpret_cast<std::byte*>(out.data()), Clock::Real());
+  EXPECT_FALSE(stats.ok());
+  EXPECT_THAT(std::string(stats.status().message()), ::testing::HasSubstr("t.npy"));
 }
 
 }  // namespace
