@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""A table larger than its GPU budget against the same table on the GPU, through the service
+under the real ghz (docs/benchmarks.md, host tier).
+
+Two servers in turn, each with the same demo float32 table (--rows x --dim) on --device: one with
+the whole table in GPU memory, one with --gpu_memory_budget of a quarter of the table (--fraction),
+so that the table lives in pinned host memory with a GPU cache of what the budget leaves. ghz
+sends calls of --batch x --seq ids drawn from a power law (--exponent; ranks scattered over the
+rows), round robin over --requests distinct calls, after a warm-up run that fills the cache.
+Printed per server and concurrency: calls/s, ids/s, p50 and p99, the cache's hit rate over the
+measured run (from /metrics), and calls/s against the GPU table's.
+
+Usage (a bundle with the server and ghz; scripts/gpu-check runs it):
+  python3 bench/host_tier/host_tier_service_benchmark.py --server .gpu/embedding-server \
+      --ghz .gpu/ghz --device cuda:0 [--out results.md]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from local_server import Server  # noqa: E402
+
+METHOD = "embedding.v1.EmbeddingService/LookUp"
+
+
+def power_law_ids(rows, exponent, n, rng):
+    """n ids: rank r (from 0) has weight 1 / (r + 1)^exponent; ranks scattered over the rows by a
+    multiplication modulo rows (a permutation: the multiplier is a prime that does not divide
+    rows)."""
+    weights = np.arange(1, rows + 1, dtype=np.float64) ** -exponent
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]
+    ranks = np.searchsorted(cdf, rng.random(n), side="left")
+    ranks = np.minimum(ranks, rows - 1)
+    multiplier = 2_654_435_761  # prime
+    assert rows % multiplier != 0
+    return (ranks.astype(np.int64) * multiplier) % rows, cdf
+
+
+def ghz(binary, port, data_path, concurrency, duration):
+    cmd = [binary, "--insecure", "--call", METHOD, "-D", data_path, "-c", str(concurrency),
+           "--connections", str(min(concurrency, 8)), "-z", f"{duration}s", "-t", "20s",
+           "--max-recv-message-size", "256MB", "-O", "json", f"127.0.0.1:{port}"]
+    with tempfile.TemporaryFile() as out:
+        subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, check=False)
+        out.seek(0)
+        report = json.load(out)
+    seconds = report["total"] / 1e9
+    codes = report.get("statusCodeDistribution") or {}
+    lat = {d["percentage"]: d["latency"] / 1e6 for d in report.get("latencyDistribution") or []}
+    return {"calls": report["count"], "ok": codes.get("OK", 0), "seconds": seconds,
+            "codes": codes, "p50_ms": lat.get(50), "p99_ms": lat.get(99)}
+
+
+def cache_counts(server):
+    m = server.metrics()
+    hits = sum(v for k, v in m.items() if k.startswith("embedding_cache_hits_total"))
+    misses = sum(v for k, v in m.items() if k.startswith("embedding_cache_misses_total"))
+    return hits, misses
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--server", required=True)
+    p.add_argument("--ghz", required=True)
+    p.add_argument("--device", default="cuda:0")
+    p.add_argument("--rows", type=int, default=32 * 1024 * 1024)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--fraction", type=float, default=0.25, help="GPU budget / table bytes")
+    p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--exponent", type=float, default=1.05)
+    p.add_argument("--requests", type=int, default=32)
+    p.add_argument("--concurrency", default="16,64")
+    p.add_argument("--warmup", type=int, default=8)
+    p.add_argument("--duration", type=int, default=10)
+    p.add_argument("--out", default="")
+    a = p.parse_args()
+
+    rng = np.random.default_rng(1)
+    ids, cdf = power_law_ids(a.rows, a.exponent, a.requests * a.batch * a.seq, rng)
+    per = a.batch * a.seq
+    data = [{"ids": ids[i * per:(i + 1) * per].tolist(), "shape": [a.batch, a.seq]}
+            for i in range(a.requests)]
+    data_path = tempfile.NamedTemporaryFile(suffix=".json", delete=False).name
+    with open(data_path, "w") as f:
+        json.dump(data, f)
+    table_bytes = a.rows * a.dim * 4
+    budget = int(table_bytes * a.fraction)
+    servers = {
+        "table in GPU memory": [],
+        f"budget {a.fraction:g} of the table (host tier)": [f"--gpu_memory_budget={budget}"],
+    }
+    results = []
+    for name, extra in servers.items():
+        log = tempfile.NamedTemporaryFile(suffix=".log", delete=False).name
+        server = Server(a.server, [f"--demo_table={a.rows}x{a.dim}", f"--device={a.device}",
+                                   "--max_request_ids=65536", "--max_response_bytes=268435456"]
+                        + extra, log)
+        try:
+            ghz(a.ghz, server.grpc_port, data_path, 16, a.warmup)  # warms the cache
+            for c in [int(x) for x in a.concurrency.split(",")]:
+                h0, m0 = cache_counts(server)
+                r = ghz(a.ghz, server.grpc_port, data_path, c, a.duration)
+                h1, m1 = cache_counts(server)
+                looked = (h1 - h0) + (m1 - m0)
+                results.append({
+                    "server": name, "concurrency": c, "calls_per_s": r["ok"] / r["seconds"],
+                    "ids_per_s": r["ok"] * per / r["seconds"], "p50_ms": r["p50_ms"],
+                    "p99_ms": r["p99_ms"],
+                    "hit_rate": (h1 - h0) / looked if looked > 0 else None,
+                    "not_ok": sum(v for k, v in r["codes"].items() if k not in ("OK", "Canceled")),
+                    "codes": r["codes"]})
+        finally:
+            server.stop()
+        with open(log) as f:
+            for line in f:
+                if "loaded:" in line or "host memory" in line:
+                    print(line.rstrip(), file=sys.stderr)
+    os.unlink(data_path)
+    gpu = {r["concurrency"]: r["calls_per_s"] for r in results if "GPU memory" in r["server"]}
+    # Of the table's rows: the cache holds about (budget - slots - buffers) / row bytes.
+    lines = [f"{a.rows} rows x {a.dim} float32 ({table_bytes / 2**30:.1f} GiB), calls of "
+             f"{a.batch} x {a.seq} ids, power law {a.exponent} (the hottest 10% of rows take "
+             f"{cdf[a.rows // 10 - 1]:.3f} of lookups), {a.requests} distinct calls round robin, "
+             f"device {a.device}, ghz {a.duration} s per run after a {a.warmup} s warm-up",
+             "",
+             "| server | c | calls/s | ids/s | p50 ms | p99 ms | hit rate | calls/s vs GPU table | failed |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        ratio = r["calls_per_s"] / gpu[r["concurrency"]] if gpu.get(r["concurrency"]) else 0
+        hit = f"{r['hit_rate']:.3f}" if r["hit_rate"] is not None else ""
+        lines.append(f"| {r['server']} | {r['concurrency']} | {r['calls_per_s']:,.0f} | "
+                     f"{r['ids_per_s'] / 1e6:,.1f} M | {r['p50_ms'] or 0:.2f} | "
+                     f"{r['p99_ms'] or 0:.2f} | {hit} | {ratio:.2f} | {r['not_ok']} |")
+    text = "\n".join(lines)
+    print(text)
+    if a.out:
+        with open(a.out, "w") as f:
+            f.write(text + "\n")
+        with open(a.out + ".jsonl", "w") as f:
+            for r in results:
+                f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()
