@@ -22,6 +22,7 @@
 #include <cstring>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -163,9 +164,25 @@ absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t b
   for (int i = 0; i < 16; ++i) {
     pool.push_back(stream.Draw(batch));
   }
+  // The warm-up, with the hit rate of each second of it (the cache warming).
   const Clock::time_point warm = Clock::now();
+  std::optional<CacheStats> last = store.cache_stats();
+  double next_second = 1;
+  std::string warming;
   for (size_t i = 0; Seconds(warm) < warmup_seconds; ++i) {
     RETURN_IF_ERROR(LookUpOnce(store, pool[i % pool.size()], out));
+    if (last.has_value() && last->capacity_rows > 0 && Seconds(warm) >= next_second) {
+      const CacheStats now = *store.cache_stats();
+      absl::StrAppendFormat(&warming, " %.3f",
+                            1.0 - static_cast<double>(now.misses - last->misses) /
+                                      static_cast<double>(now.lookups - last->lookups));
+      last = now;
+      next_second += 1;
+    }
+  }
+  if (!warming.empty()) {
+    std::fprintf(stderr, "%s: hit rate in each second of the warm-up:%s\n", what.c_str(),
+                 warming.c_str());
   }
   // Fresh ids for the measured batches (drawn before the clock starts).
   std::vector<std::vector<int64_t>> measured;
