@@ -12,7 +12,8 @@
 
 namespace emb::service {
 
-absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t file_size) {
+absl::StatusOr<NpyArrayHeader> ParseNpyHeader(absl::string_view path, ReadAt read,
+                                              size_t file_size) {
   constexpr size_t kPrefix = 10;  // magic (6), version (2), header length (2 in v1)
   if (file_size < kPrefix) {
     return Defect(path, absl::StrCat("cut .npy header: the file has ", file_size, " bytes"));
@@ -64,25 +65,16 @@ absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t
   if (descr.empty() || order.empty() || shape_text.empty() || shape_text[0] != '(') {
     return Defect(path, "cut or malformed .npy header (needs descr, fortran_order and shape)");
   }
-  TableLayout layout;
-  if (absl::StartsWith(descr, "'<f4'")) {
-    layout.dtype = DataType::kFloat32;
-  } else if (absl::StartsWith(descr, "'<f2'")) {
-    layout.dtype = DataType::kFloat16;
-  } else {
-    const size_t end = descr.find('\'', 1);
-    return Defect(path, absl::StrCat("unsupported dtype ", descr.substr(0, end + 1),
-                                     "; .npy tables must be little-endian float32 (<f4) or "
-                                     "float16 (<f2)"));
-  }
-  if (!absl::StartsWith(order, "False")) {
-    return Defect(path, "fortran_order is True; tables must be C order (row-major)");
-  }
+  NpyArrayHeader out;
+  // The quoted type string; what follows an unquoted one (a malformed header) is kept whole.
+  const size_t quote = descr[0] == '\'' ? descr.find('\'', 1) : absl::string_view::npos;
+  out.descr = quote == absl::string_view::npos ? std::string(descr)
+                                               : std::string(descr.substr(1, quote - 1));
+  out.fortran_order = !absl::StartsWith(order, "False");
   const size_t close = shape_text.find(')');
   if (close == absl::string_view::npos) {
     return Defect(path, "cut or malformed .npy header: unterminated shape");
   }
-  std::vector<int64_t> shape;
   for (absl::string_view part :
        absl::StrSplit(shape_text.substr(1, close - 1), ',', absl::SkipWhitespace())) {
     int64_t v;
@@ -90,10 +82,29 @@ absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t
       return Defect(path,
                     absl::StrCat("shape dimension '", part, "' is not an integer or overflows"));
     }
-    shape.push_back(v);
+    out.shape.push_back(v);
   }
-  RETURN_IF_ERROR(CheckShape(path, shape, &layout));
-  layout.data_offset = header_start + header_len;
+  out.data_offset = header_start + header_len;
+  return out;
+}
+
+absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t file_size) {
+  ASSIGN_OR_RETURN(const NpyArrayHeader header, ParseNpyHeader(path, read, file_size));
+  TableLayout layout;
+  if (header.descr == "<f4") {
+    layout.dtype = DataType::kFloat32;
+  } else if (header.descr == "<f2") {
+    layout.dtype = DataType::kFloat16;
+  } else {
+    return Defect(path, absl::StrCat("unsupported dtype '", header.descr,
+                                     "'; .npy tables must be little-endian float32 (<f4) or "
+                                     "float16 (<f2)"));
+  }
+  if (header.fortran_order) {
+    return Defect(path, "fortran_order is True; tables must be C order (row-major)");
+  }
+  RETURN_IF_ERROR(CheckShape(path, header.shape, &layout));
+  layout.data_offset = header.data_offset;
   return layout;
 }
 

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/functional/function_ref.h"
@@ -56,7 +57,19 @@ absl::Status Defect(absl::string_view path, absl::string_view what);
 absl::Status CheckShape(absl::string_view path, const std::vector<int64_t>& shape,
                         TableLayout* layout);
 
-// The header of a .npy file (version 1 to 3, C order, little-endian f4/f2 or bfloat16 as V2).
+// What a .npy file's header says (version 1 to 3), whatever its type and rank: the type string
+// without its quotes ("<f4"), the order, the shape, and where the data starts (not checked
+// against the file's size).
+struct NpyArrayHeader {
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<int64_t> shape;
+  size_t data_offset = 0;
+};
+absl::StatusOr<NpyArrayHeader> ParseNpyHeader(absl::string_view path, ReadAt read,
+                                              size_t file_size);
+
+// The header of a .npy table (version 1 to 3, C order, little-endian f4/f2).
 absl::StatusOr<TableLayout> ParseNpy(absl::string_view path, ReadAt read, size_t file_size);
 
 // The metadata key of a .safetensors table's last applied update sequence (a decimal string, as

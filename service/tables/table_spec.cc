@@ -1,7 +1,11 @@
 #include "service/tables/table_spec.h"
 
+#include <algorithm>
+#include <iterator>
+
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "service/common/byte_size.h"
 
 namespace emb::service {
 namespace {
@@ -71,10 +75,12 @@ absl::Status CheckTableName(absl::string_view name) {
 }
 
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
+  const auto invalid = [&](absl::string_view what) {
+    return absl::InvalidArgumentError(absl::StrCat("--table=", flag, ": ", what));
+  };
   const size_t eq = flag.find('=');
   if (eq == absl::string_view::npos || eq == 0 || eq + 1 == flag.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--table=", flag, ": expected NAME=PATH[#TENSOR][,quantize=int8|int4]"));
+    return invalid(absl::StrCat("expected ", kTableSpecUsage));
   }
   TableSpec spec;
   spec.name = std::string(flag.substr(0, eq));
@@ -82,27 +88,69 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
     return absl::InvalidArgumentError(absl::StrCat("--table: ", s.message()));
   }
   absl::string_view path = flag.substr(eq + 1);
-  constexpr absl::string_view kQuantize = ",quantize=";
-  if (const size_t q = path.rfind(kQuantize); q != absl::string_view::npos) {
-    const absl::string_view how = path.substr(q + kQuantize.size());
-    if (how == "int8") {
-      spec.quantize = DataType::kInt8Rowwise;
-    } else if (how == "int4") {
-      spec.quantize = DataType::kInt4Rowwise;
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "--table=", flag, ": quantize=", how, " is not int8 or int4 (row-wise quantization)"));
+  // The options: each starts at ",KEY=" of a known key and runs to the next one.
+  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids"};
+  const auto next_option = [&](absl::string_view text, size_t from) {
+    size_t first = absl::string_view::npos;
+    for (absl::string_view key : kOptions) {
+      const size_t at = text.find(absl::StrCat(",", key, "="), from);
+      first = std::min(first, at);
     }
-    path = path.substr(0, q);
+    return first;
+  };
+  absl::string_view options;
+  if (const size_t at = next_option(path, 0); at != absl::string_view::npos) {
+    options = path.substr(at);
+    path = path.substr(0, at);
+  }
+  bool seen[std::size(kOptions)] = {};
+  while (!options.empty()) {
+    const size_t end = next_option(options, 1);
+    const absl::string_view option =
+        options.substr(1, end == absl::string_view::npos ? absl::string_view::npos : end - 1);
+    options = end == absl::string_view::npos ? absl::string_view() : options.substr(end);
+    const size_t key_end = option.find('=');
+    const absl::string_view key = option.substr(0, key_end);
+    const absl::string_view value = option.substr(key_end + 1);
+    const size_t k = static_cast<size_t>(std::find(std::begin(kOptions), std::end(kOptions), key) -
+                                         std::begin(kOptions));
+    if (seen[k]) {
+      return invalid(absl::StrCat(key, "= is given twice; each option at most once"));
+    }
+    seen[k] = true;
+    if (value.empty()) {
+      return invalid(absl::StrCat(key, "= has no value"));
+    }
+    if (key == "quantize") {
+      if (value == "int8") {
+        spec.quantize = DataType::kInt8Rowwise;
+      } else if (value == "int4") {
+        spec.quantize = DataType::kInt4Rowwise;
+      } else {
+        return invalid(
+            absl::StrCat("quantize=", value, " is not int8 or int4 (row-wise quantization)"));
+      }
+    } else if (key == "gpu_budget") {
+      absl::StatusOr<size_t> bytes = ParseByteSize(value);
+      if (!bytes.ok()) {
+        return invalid(absl::StrCat("gpu_budget ", bytes.status().message()));
+      }
+      if (*bytes == 0) {
+        return invalid(absl::StrCat("gpu_budget=", value,
+                                    ": the budget must be more than 0 bytes (leave the option "
+                                    "out for a table with no budget of its own)"));
+      }
+      spec.gpu_budget_bytes = *bytes;
+    } else {
+      spec.hot_ids_path = std::string(value);
+    }
   }
   if (const size_t hash = path.rfind('#'); hash != absl::string_view::npos) {
     spec.tensor = std::string(path.substr(hash + 1));
     path = path.substr(0, hash);
   }
   if (path.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--table=", flag,
-                     ": expected NAME=PATH[#TENSOR][,quantize=int8|int4]; the path is missing"));
+    return invalid(absl::StrCat("expected ", kTableSpecUsage, "; the path is missing"));
   }
   spec.path = std::string(path);
   return spec;

@@ -13,15 +13,25 @@
 
 namespace emb::service {
 
-// One --table flag: NAME=PATH[#TENSOR][,quantize=int8|int4], where #TENSOR names a .safetensors
-// file's tensor and `quantize` quantizes a float table row-wise as it loads (kernels/quantize.h).
+// One --table flag: NAME=PATH[#TENSOR][,OPTION=VALUE]..., where #TENSOR names a .safetensors
+// file's tensor, and the options (kTableSpecUsage) say how the table is served.
 struct TableSpec {
   std::string name;
   std::string path;
   std::string tensor;  // safetensors only; empty: the file's only tensor
   // kInt8Rowwise or kInt4Rowwise: the rows are quantized at load; nullopt: served as stored.
   std::optional<DataType> quantize;
+  // GPU: the device memory this table may take (its rows, or its host tier's cache, and its batch
+  // buffers), within what --gpu_memory_budget leaves; 0: no budget of its own.
+  size_t gpu_budget_bytes = 0;
+  // GPU, host tier: a 1-D .npy of int64 (or int32) row ids, hottest first, put into the cache at
+  // start-up (ReadHotIds); empty: none.
+  std::string hot_ids_path = {};
 };
+
+// The flag's form, for messages and --help.
+inline constexpr char kTableSpecUsage[] =
+    "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH]";
 
 // The longest table name, in bytes.
 inline constexpr size_t kMaxTableNameBytes = 256;
@@ -31,8 +41,16 @@ inline constexpr size_t kMaxTableNameBytes = 256;
 // INVALID_ARGUMENT, naming the first bad byte.
 absl::Status CheckTableName(absl::string_view name);
 
-// Parses "NAME=PATH[#TENSOR][,quantize=int8|int4]". INVALID_ARGUMENT when the name or path is
-// missing, the name fails CheckTableName, or the quantization is not int8 or int4.
+// Parses "NAME=PATH[#TENSOR][,OPTION=VALUE]...". The options, in any order, each at most once:
+//   quantize=int8|int4  the rows quantized row-wise as they load;
+//   gpu_budget=SIZE     GPU memory the table may take, > 0: bytes, or with a unit K, M, G or T
+//                       (KiB ... TiB; ParseByteSize);
+//   hot_ids=PATH        the rows to put into a host tier's cache first.
+// The options start at the first ",quantize=", ",gpu_budget=" or ",hot_ids="; each value runs to
+// the next of them. So PATH (and hot_ids' PATH) may hold commas, and a comma followed by anything
+// else is part of the path, but neither may hold one of those three. INVALID_ARGUMENT, naming the
+// flag and the problem, when the name or path is missing, the name fails CheckTableName, an
+// option is given twice or has an empty or bad value.
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag);
 
 }  // namespace emb::service

@@ -81,7 +81,12 @@ def main():
     # --table flags.
     for i, flag in enumerate(["words=/data/words.npy", "items=/data/model.safetensors#item_emb",
                               "t=a#b#c", "x=y#", "=/no/name.npy", "name=", "no_equals",
-                              "a==b.npy", "demo=./t.npy#"]):
+                              "a==b.npy", "demo=./t.npy#",
+                              "t=/d/a,b.safetensors#w,quantize=int8",
+                              "t=/d/t.npy,gpu_budget=4G,hot_ids=/d/hot.npy",
+                              "t=/d/t.npy,hot_ids=/d/h,1.npy,quantize=int4,gpu_budget=1048576",
+                              "t=/d/t.npy,gpu_budget=0", "t=/d/t.npy,gpu_budget=1M,gpu_budget=2M",
+                              "t=/d/t.npy,gpu_bugdet=4G"]):
         write("table_spec", f"flag{i}", flag.encode())
 
     # LookUpRequests, serialized by protoc from text format.

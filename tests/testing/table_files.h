@@ -130,6 +130,19 @@ inline std::string NpyFile(absl::string_view descr, const std::vector<int64_t>& 
   return absl::StrCat(NpyHeader(NpyDict(descr, shape), major), data);
 }
 
+// A 1-D .npy of row ids (as the hot_ids= option of --table takes them): little-endian int64
+// ("<i8"), or int32 ("<i4", each id cut to 32 bits) where `int32` is set.
+inline std::string IdsNpyFile(const std::vector<int64_t>& ids, bool int32 = false) {
+  std::string data;
+  for (const int64_t id : ids) {
+    const auto bits = static_cast<uint64_t>(id);
+    for (int byte = 0; byte < (int32 ? 4 : 8); ++byte) {
+      data.push_back(static_cast<char>((bits >> (8 * byte)) & 0xff));
+    }
+  }
+  return NpyFile(int32 ? "<i4" : "<i8", {static_cast<int64_t>(ids.size())}, data);
+}
+
 // --- .safetensors ------------------------------------------------------------------------------
 
 struct SafetensorsTensor {

@@ -701,6 +701,106 @@ TEST(ParseTableSpec, QuantizeOption) {
               HasSubstr("quantize=int3 is not int8 or int4"));
 }
 
+// --- Placement options (the host tier) -----------------------------------------------------------
+
+TEST(ParseTableSpec, GpuBudgetInBytesOrWithABinaryUnit) {
+  const std::pair<const char*, size_t> cases[] = {
+      {"1048576", size_t{1} << 20}, {"1", 1},
+      {"512K", size_t{512} << 10},  {"1M", size_t{1} << 20},
+      {"4G", size_t{4} << 30},      {"2T", size_t{2} << 40},
+      {"3g", size_t{3} << 30}};
+  for (const auto& [text, bytes] : cases) {
+    auto spec = ParseTableSpec(absl::StrCat("t=/data/x.npy,gpu_budget=", text));
+    ASSERT_THAT(spec, IsOk()) << text;
+    EXPECT_EQ(spec->gpu_budget_bytes, bytes) << text;
+    EXPECT_EQ(spec->path, "/data/x.npy");
+  }
+  EXPECT_EQ(ParseTableSpec("t=/data/x.npy")->gpu_budget_bytes, 0u);  // none of its own
+}
+
+TEST(ParseTableSpec, HotIdsPathMayHoldCommasAndHashes) {
+  auto spec = ParseTableSpec("t=/data/x.npy,hot_ids=/data/hot,2#b.npy");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->path, "/data/x.npy");
+  EXPECT_EQ(spec->tensor, "");
+  EXPECT_EQ(spec->hot_ids_path, "/data/hot,2#b.npy");
+  EXPECT_EQ(ParseTableSpec("t=/data/x.npy")->hot_ids_path, "");
+}
+
+TEST(ParseTableSpec, OptionsInAnyOrder) {
+  for (const char* options : {",quantize=int8,gpu_budget=2M,hot_ids=/h/a,b.npy",
+                              ",hot_ids=/h/a,b.npy,quantize=int8,gpu_budget=2M",
+                              ",gpu_budget=2M,hot_ids=/h/a,b.npy,quantize=int8"}) {
+    auto spec = ParseTableSpec(absl::StrCat("t=/data/a,b.safetensors#w", options));
+    ASSERT_THAT(spec, IsOk()) << options;
+    EXPECT_EQ(spec->path, "/data/a,b.safetensors") << options;
+    EXPECT_EQ(spec->tensor, "w") << options;
+    EXPECT_EQ(spec->quantize, DataType::kInt8Rowwise) << options;
+    EXPECT_EQ(spec->gpu_budget_bytes, size_t{2} << 20) << options;
+    EXPECT_EQ(spec->hot_ids_path, "/h/a,b.npy") << options;
+  }
+}
+
+// A comma followed by anything but a known option is part of the path, as before the options.
+TEST(ParseTableSpec, UnknownOptionsArePartOfThePath) {
+  auto spec = ParseTableSpec("t=/data/x.npy,gpu_bugdet=4G,quantize=int4");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->path, "/data/x.npy,gpu_bugdet=4G");
+  EXPECT_EQ(spec->quantize, DataType::kInt4Rowwise);
+}
+
+TEST(ParseTableSpec, RejectsAnOptionGivenTwice) {
+  for (const char* flag : {"t=/x.npy,quantize=int8,quantize=int8",
+                           "t=/x.npy,gpu_budget=1M,hot_ids=/h.npy,gpu_budget=2M",
+                           "t=/x.npy,hot_ids=/a.npy,hot_ids=/b.npy"}) {
+    EXPECT_THAT(ParseTableSpec(flag),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr(absl::StrCat("--table=", flag, ": ")),
+                               HasSubstr("is given twice; each option at most once"))))
+        << flag;
+  }
+}
+
+TEST(ParseTableSpec, RejectsABadGpuBudgetNamingIt) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"0", "gpu_budget=0: the budget must be more than 0 bytes"},
+      {"0G", "gpu_budget=0G: the budget must be more than 0 bytes"},
+      {"abc", "gpu_budget 'abc' is not a size: it does not start with a digit"},
+      {"4GB", "gpu_budget '4GB' is not a size: 'GB' is not a unit"},
+      {"4X", "gpu_budget '4X' is not a size: 'X' is not a unit"},
+      {"-1", "gpu_budget '-1' is not a size"},
+      {"1.5G", "gpu_budget '1.5G' is not a size: '.5G' is not a unit"},
+      {"9223372036854775808", "is over 2^63 - 1 bytes"},
+      {"8388608T", "is over 2^63 - 1 bytes"},
+  };
+  for (const auto& [value, message] : cases) {
+    const std::string flag = absl::StrCat("t=/x.npy,gpu_budget=", value);
+    EXPECT_THAT(
+        ParseTableSpec(flag),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr(absl::StrCat("--table=", flag, ": ")), HasSubstr(message))))
+        << flag;
+  }
+}
+
+TEST(ParseTableSpec, RejectsAnOptionWithoutAValue) {
+  for (const char* option : {"quantize", "gpu_budget", "hot_ids"}) {
+    EXPECT_THAT(ParseTableSpec(absl::StrCat("t=/x.npy,", option, "=,quantize=int8")),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat(option, "= has no value"))))
+        << option;
+  }
+  EXPECT_THAT(ParseTableSpec("t=/x.npy,hot_ids="),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hot_ids= has no value")));
+}
+
+TEST(ParseTableSpec, RejectsOptionsWithoutAPath) {
+  EXPECT_THAT(ParseTableSpec("t=,gpu_budget=1M"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the path is missing")));
+  EXPECT_THAT(ParseTableSpec("t=#w,hot_ids=/h.npy"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("the path is missing")));
+}
+
 // The quantized rows a float32 file becomes, as QuantizeRow makes them.
 std::string Quantized(const std::string& floats, int64_t rows, int64_t dim, DataType t) {
   std::string out(static_cast<size_t>(rows) * RowBytes(t, dim), '\0');
