@@ -266,6 +266,9 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.version = t.version();
     info.version_pinned = t.version_pinned();
     info.bytes = t.bytes();
+    info.host_tier = t.host_tier();
+    info.cache_rows = t.cache_rows();
+    info.device_bytes = t.device_bytes();
     tables.push_back(std::move(info));
   }
   return tables;

@@ -62,6 +62,13 @@ struct TableInfo {
   // Bytes the table's rows take where they live (rows x RowBytes(dtype, dim) for a table that
   // has no padding).
   int64_t bytes = 0;
+  // Whether the table is in the host tier: on a GPU, its rows in pinned host memory with a GPU
+  // cache of `cache_rows` of them (a table larger than the GPU memory it may use); false where
+  // every row is on the device, and on the CPU.
+  bool host_tier = false;
+  int64_t cache_rows = 0;
+  // GPU memory the table takes (its rows, or its cache, and its batch buffers); 0 on the CPU.
+  int64_t device_bytes = 0;
 };
 
 // How a LookUp combines the rows of each bag of ids (embedding.v1.Pooling, same values).

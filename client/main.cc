@@ -183,7 +183,8 @@ constexpr char kUsage[] =
     "                   (put negative ids after --, e.g. lookup -- -1); with --pooling=sum|mean\n"
     "                   one row per bag (--offsets, --lengths, or the last axis of --shape)\n"
     "  tables           list the server's tables (dtype int8_rowwise or int4_rowwise for a\n"
-    "                   quantized one; bytes: what its rows take)\n"
+    "                   quantized one; bytes: what its rows take; where: device, or host+cache\n"
+    "                   N rows for a GPU table in the host tier)\n"
     "  versions         each table's version (served: loaded or last saved; 0: not from a\n"
     "                   version directory), last applied update sequence and whether the\n"
     "                   version is pinned, one line a table\n"
@@ -441,11 +442,14 @@ int TablesCommand(EmbeddingClient& client) {
     return Fail("tables", tables.status());
   }
   std::vector<std::vector<std::string>> cells = {{"NAME", "ROWS", "DIM", "DTYPE", "BYTES", "DEVICE",
-                                                  "DEFAULT", "VERSION", "PINNED", "SEQUENCE",
-                                                  "UPDATED_ROWS"}};
+                                                  "WHERE", "DEFAULT", "VERSION", "PINNED",
+                                                  "SEQUENCE", "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
+    // Where the rows are: on the device (host memory for the CPU), or in the host tier.
+    const std::string where =
+        t.host_tier ? absl::StrCat("host+cache ", t.cache_rows, " rows") : "device";
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
-                     absl::StrCat(t.bytes), t.device, t.is_default ? "yes" : "no",
+                     absl::StrCat(t.bytes), t.device, where, t.is_default ? "yes" : "no",
                      absl::StrCat(t.version), t.version_pinned ? "yes" : "no",
                      absl::StrCat(t.sequence), absl::StrCat(t.updated_rows)});
   }

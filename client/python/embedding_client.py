@@ -202,7 +202,7 @@ class EmbeddingClient:
 
     def list_tables(self, timeout=None):
         """[{name, rows, dim, dtype, bytes, device, is_default, sequence, updated_rows, version,
-        version_pinned}, ...],
+        version_pinned, host_tier, cache_rows, device_bytes}, ...],
         the default table first. dtype: "float32", "float16", "bfloat16", or "int8_rowwise" or
         "int4_rowwise" for a quantized table; bytes: what its rows take where they live.
         sequence: the last one UpdateRows applied to the table (0: none
@@ -210,13 +210,18 @@ class EmbeddingClient:
         updated_rows: rows written by UpdateRows since the table was loaded; version: for a
         table loaded from a version directory (DIR/N/), the version it was loaded from or last
         saved as (save_table) or loaded by load_version, else 0; version_pinned: whether that
-        version is pinned (load_version of a given version), which polling leaves alone."""
+        version is pinned (load_version of a given version), which polling leaves alone.
+        host_tier: whether the table's rows are in pinned host memory with a GPU cache of
+        cache_rows of them (a GPU table larger than the GPU memory it may use); device_bytes: the
+        GPU memory the table takes (0 on the CPU)."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim,
                      dtype=_TABLE_DTYPES.get(t.dtype, "unknown"), bytes=t.bytes,
                      device=t.device, is_default=t.is_default, sequence=t.sequence,
                      updated_rows=t.updated_rows, version=t.version,
-                     version_pinned=t.version_pinned) for t in response.tables]
+                     version_pinned=t.version_pinned, host_tier=t.host_tier,
+                     cache_rows=t.cache_rows, device_bytes=t.device_bytes)
+                for t in response.tables]
 
     def versions(self, timeout=None):
         """{name: TableVersion(version, sequence, pinned)} for every table, from list_tables():

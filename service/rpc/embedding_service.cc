@@ -294,6 +294,9 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_dtype(ToProto(table.dtype));
     info->set_device(table.device);
     info->set_bytes(static_cast<int64_t>(table.bytes()));
+    info->set_host_tier(table.host_tier);
+    info->set_cache_rows(table.cache_rows);
+    info->set_device_bytes(static_cast<int64_t>(table.device_bytes));
     info->set_is_default(i == 0);
     info->set_sequence((*tables)[i].batcher->last_sequence());
     info->set_updated_rows((*tables)[i].batcher->updated_rows());

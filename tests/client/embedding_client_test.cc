@@ -181,6 +181,10 @@ class FakeService final : public pb::EmbeddingService::Service {
     f->set_dim(128);
     f->set_dtype(pb::DATA_TYPE_FLOAT16);
     f->set_bytes((int64_t{1} << 32) * 128 * 2);
+    f->set_device("cuda:0");
+    f->set_host_tier(true);
+    f->set_cache_rows(int64_t{1} << 28);
+    f->set_device_bytes((int64_t{1} << 36) + 12345);
     return grpc::Status::OK;
   }
 
@@ -274,6 +278,22 @@ TEST(EmbeddingClient, ListTablesReportsQuantizedTypesAndBytes) {
   EXPECT_EQ((*tables)[1].bytes, static_cast<int64_t>(10 * RowBytes(DataType::kInt4Rowwise, 3)));
   EXPECT_EQ((*tables)[2].dtype, DataType::kFloat16);
   EXPECT_EQ((*tables)[2].bytes, int64_t{1} << 40);
+}
+
+TEST(EmbeddingClient, ListTablesReportsWhereEachTableLives) {
+  FakeService fake;
+  InProcessServer server(&fake);
+  absl::StatusOr<std::vector<TableInfo>> tables = server.client().ListTables(kTimeout);
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(tables->size(), 3u);
+  const TableInfo& f = (*tables)[2];
+  EXPECT_EQ(f.device, "cuda:0");
+  EXPECT_TRUE(f.host_tier);
+  EXPECT_EQ(f.cache_rows, int64_t{1} << 28);
+  EXPECT_EQ(f.device_bytes, (int64_t{1} << 36) + 12345);
+  EXPECT_FALSE((*tables)[0].host_tier);
+  EXPECT_EQ((*tables)[0].cache_rows, 0);
+  EXPECT_EQ((*tables)[0].device_bytes, 0);
 }
 
 }  // namespace

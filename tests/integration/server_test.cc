@@ -248,6 +248,13 @@ TEST_F(ServerTest, ListTablesDescribesTheDemoTable) {
   EXPECT_EQ(t.dtype, DataType::kFloat32);
   EXPECT_EQ(t.device, ServerProcess::TestDevice());
   EXPECT_TRUE(t.is_default);
+  EXPECT_FALSE(t.host_tier);  // it fits: every row on the device (or in host memory on the CPU)
+  EXPECT_EQ(t.cache_rows, 0);
+  if (ServerProcess::TestDevice() == "cpu") {
+    EXPECT_EQ(t.device_bytes, 0);
+  } else {
+    EXPECT_GE(t.device_bytes, t.bytes);  // its rows and its batch buffers
+  }
 }
 
 TEST_F(ServerTest, HealthIsServingForServerAndService) {

@@ -1,7 +1,8 @@
 """The Python lookup client (client/python/embedding_client.py) against an in-process gRPC server
 that records each LookUpRequest: pooled lookups send pooling, offsets, lengths and weights as
 given (NumPy arrays or lists) and come back in the server's shape; bad pooling arguments are
-ValueErrors before anything is sent; list_tables names quantized types and reports bytes.
+ValueErrors before anything is sent; list_tables names quantized types and reports bytes, and
+where a table lives (host_tier, cache_rows, device_bytes).
 Needs the generated stubs on sys.path (embedding_client_test.sh). The real server's pooled
 answers are checked by tests/client/pooled_lookup_check.sh."""
 
@@ -51,7 +52,8 @@ class FakeLookUp(pb_grpc.EmbeddingServiceServicer):
             pb.TableInfo(name="q4", rows=100, dim=20, dtype=pb.DATA_TYPE_INT4_ROWWISE,
                          device="cpu", bytes=100 * 14),
             pb.TableInfo(name="f", rows=1 << 32, dim=128, dtype=pb.DATA_TYPE_BFLOAT16,
-                         device="cuda:0", bytes=(1 << 32) * 256)])
+                         device="cuda:0", bytes=(1 << 32) * 256, host_tier=True,
+                         cache_rows=1 << 28, device_bytes=(1 << 36) + 12345)])
 
 
 class Server:
@@ -143,6 +145,13 @@ class ListTablesTest(unittest.TestCase):
         self.assertEqual((q8["name"], q8["dtype"], q8["bytes"]), ("q8", "int8_rowwise", 2800))
         self.assertEqual((q4["dtype"], q4["bytes"]), ("int4_rowwise", 1400))
         self.assertEqual((f["dtype"], f["bytes"]), ("bfloat16", (1 << 32) * 256))
+
+    def test_host_tier_cache_rows_and_device_bytes(self):
+        with Server(FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
+            q8, _, f = c.list_tables()
+        self.assertEqual((f["host_tier"], f["cache_rows"], f["device_bytes"]),
+                         (True, 1 << 28, (1 << 36) + 12345))
+        self.assertEqual((q8["host_tier"], q8["cache_rows"], q8["device_bytes"]), (False, 0, 0))
 
 
 if __name__ == "__main__":
