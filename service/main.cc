@@ -24,18 +24,24 @@
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "service/common/byte_size.h"
 #include "service/common/flags_usage.h"
 #include "service/common/log.h"
 #include "service/common/regular_file.h"
 #include "service/server/server.h"
 
 ABSL_FLAG(std::string, table, "",
-          "NAME=PATH[#TENSOR][,quantize=int8|int4] of a table to serve; repeat the flag for "
-          "several tables. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
-          ".safetensors (float32, float16, bfloat16, or row-wise int8/int4 as a U8 tensor with "
-          "__metadata__ emb_layout; #TENSOR picks one tensor). quantize= stores a float table "
-          "row-wise quantized (FBGEMM's fused rows; answers are dequantized). PATH may be a "
-          "version directory (PATH/1/, PATH/2/, ...). The first is the default table unless "
+          "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH] of a table to "
+          "serve; repeat the flag for several tables. Formats: .npy (2-D, C order, little-endian "
+          "float32 or float16) and .safetensors (float32, float16, bfloat16, or row-wise "
+          "int8/int4 as a U8 tensor with __metadata__ emb_layout; #TENSOR picks one tensor). "
+          "Options, in any order, each at most once: quantize= stores a float table row-wise "
+          "quantized (FBGEMM's fused rows; answers are dequantized); gpu_budget= (GPU) is the "
+          "device memory the table may take, bytes or with K, M, G, T (KiB...TiB), e.g. 4G: a "
+          "table over it is served from pinned host memory with a GPU cache of its most "
+          "looked-up rows (the host tier); hot_ids= (GPU, host tier) is a 1-D int64 or int32 "
+          ".npy of row ids, hottest first, put into the cache at start-up. PATH may be a version "
+          "directory (PATH/1/, PATH/2/, ...). The first is the default table unless "
           "--default_table says otherwise. None: a demo table.");
 ABSL_FLAG(std::string, default_table, "",
           "Name of the table that an empty LookUpRequest.table "
@@ -107,6 +113,15 @@ ABSL_FLAG(int64_t, completion_poll_us, 500,
           "the next one before it sleeps (one thread at a time), while batches start 100 us or "
           "more apart. Spares a thread wake-up per batch (about 30 us of the p50 of one call at a "
           "time on the H200 host) for a busy core; 0: never poll.");
+ABSL_FLAG(std::string, gpu_memory_budget, "0",
+          "GPU: the device memory all tables together may take (rows, host tiers' caches and "
+          "batch buffers), bytes or with K, M, G, T (KiB...TiB), e.g. 60G. Tables are placed in "
+          "order, the default first; each takes at most what the ones before it left (and its "
+          "own gpu_budget=), and one that does not fit goes to the host tier. 0: no such bound, "
+          "each table may take what the device has free.");
+ABSL_FLAG(bool, host_tier, true,
+          "GPU: serve a table that does not fit in the GPU memory it may use from pinned host "
+          "memory, with a GPU cache of its most looked-up rows; false: refuse it at start-up.");
 ABSL_FLAG(int32_t, load_readers, 0,
           "GPU: threads that read a table file into pinned staging buffers at start-up while the "
           "copies to the device run; 0 picks min(8, hardware threads).");
@@ -303,6 +318,14 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
     return absl::InvalidArgumentError("--load_readers must not be negative (0: automatic)");
   }
   c.store.load_readers = absl::GetFlag(FLAGS_load_readers);
+  absl::StatusOr<size_t> budget =
+      emb::service::ParseByteSize(absl::GetFlag(FLAGS_gpu_memory_budget));
+  if (!budget.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu_memory_budget: ", budget.status().message(), " (0: no bound)"));
+  }
+  c.gpu_memory_budget_bytes = *budget;
+  c.store.host_tier = absl::GetFlag(FLAGS_host_tier);
   c.store.on_device_lost = ExitOnDeviceLoss;
   c.batcher.answer_threads = absl::GetFlag(FLAGS_answer_threads);
   c.batcher.inline_batches = absl::GetFlag(FLAGS_inline_batches);

@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <optional>
 #include <string>
@@ -98,6 +99,37 @@ prometheus::MetricFamily Family(const std::string& name, const std::string& help
 
 ScrapeTimeMetrics::ScrapeTimeMetrics() = default;
 
+prometheus::ClientMetric& ScrapeTimeMetrics::AddSample(std::vector<prometheus::MetricFamily>& out,
+                                                       const std::string& name,
+                                                       const std::string& help,
+                                                       prometheus::MetricType type,
+                                                       const prometheus::Labels& labels) {
+  prometheus::MetricFamily* family = nullptr;
+  for (prometheus::MetricFamily& f : out) {
+    if (f.name == name) {
+      family = &f;
+    }
+  }
+  if (family == nullptr) {
+    out.push_back(prometheus::MetricFamily{name, help, type, {}});
+    family = &out.back();
+  }
+  prometheus::ClientMetric m;
+  for (const auto& [label, value] : labels) {
+    m.label.push_back({label, value});
+  }
+  family->metric.push_back(std::move(m));
+  return family->metric.back();
+}
+
+void ScrapeTimeMetrics::AddGroup(std::vector<GroupSample> samples, prometheus::Labels labels,
+                                 ReadGroup read) {
+  absl::MutexLock lock(&mu_);
+  const size_t n = samples.size();
+  groups_.push_back(
+      Group{std::move(samples), std::move(labels), std::move(read), std::vector<double>(n, 0.0)});
+}
+
 void ScrapeTimeMetrics::AddGauge(const std::string& name, const std::string& help,
                                  prometheus::Labels labels, Read read) {
   gauges_.push_back(Sample{name, help, std::move(labels), std::move(read)});
@@ -132,22 +164,24 @@ std::vector<prometheus::MetricFamily> ScrapeTimeMetrics::Collect() const {
     if (!value.has_value()) {
       continue;
     }
-    prometheus::MetricFamily* family = nullptr;
-    for (prometheus::MetricFamily& f : out) {
-      if (f.name == s.name) {
-        family = &f;
+    AddSample(out, s.name, s.help, MetricType::Gauge, s.labels).gauge.value = *value;
+  }
+  absl::MutexLock lock(&mu_);
+  for (Group& g : groups_) {
+    const std::optional<std::vector<double>> values = g.read();
+    if (!values.has_value() || values->size() != g.samples.size()) {
+      continue;
+    }
+    for (size_t i = 0; i < g.samples.size(); ++i) {
+      const GroupSample& s = g.samples[i];
+      prometheus::ClientMetric& m = AddSample(out, s.name, s.help, s.type, g.labels);
+      if (s.type == MetricType::Counter) {
+        g.highest[i] = std::max(g.highest[i], (*values)[i]);
+        m.counter.value = g.highest[i];
+      } else {
+        m.gauge.value = (*values)[i];
       }
     }
-    if (family == nullptr) {
-      out.push_back(prometheus::MetricFamily{s.name, s.help, MetricType::Gauge, {}});
-      family = &out.back();
-    }
-    prometheus::ClientMetric m;
-    for (const auto& [name, label_value] : s.labels) {
-      m.label.push_back({name, label_value});
-    }
-    m.gauge.value = *value;
-    family->metric.push_back(std::move(m));
   }
   return out;
 }

@@ -6,6 +6,7 @@
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -20,9 +21,11 @@
 #include "service/common/status_macros.h"
 #include "service/rpc/call_metrics.h"
 #include "service/rpc/version_loader.h"
+#include "service/server/cache_metrics.h"
 #include "service/server/listen_address.h"
 #include "service/server/server_credentials.h"
 #include "service/store/store_factory.h"
+#include "service/tables/hot_ids.h"
 #include "service/tables/table_versions.h"
 
 namespace emb::service {
@@ -108,50 +111,24 @@ absl::Status CheckConfig(const ServerConfig& c) {
   return absl::OkStatus();
 }
 
-// Opens every table file and checks its header; nothing is read beyond the headers.
-absl::StatusOr<std::vector<std::unique_ptr<TableSource>>> OpenSources(const ServerConfig& c) {
-  std::vector<std::unique_ptr<TableSource>> sources;
-  if (c.tables.empty()) {
-    int64_t bytes = 0;
-    if (c.demo_rows <= 0 || c.demo_dim <= 0 ||
-        __builtin_mul_overflow(c.demo_rows, c.demo_dim * int64_t{sizeof(float)}, &bytes)) {
-      return absl::InvalidArgumentError(absl::StrCat("--demo_table=", c.demo_rows, "x", c.demo_dim,
-                                                     ": ROWS and DIM must be positive and the "
-                                                     "table's bytes must fit in 64 bits"));
-    }
-    sources.push_back(TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed));
+// `status` of opening the table file `path`; where the file is missing and its path holds
+// ",WORD=", which looks like a misspelt option of --table, with a hint saying so.
+absl::Status WithOptionHint(const absl::Status& status, absl::string_view path) {
+  const size_t comma = path.rfind(',');
+  if (status.code() != absl::StatusCode::kNotFound || comma == absl::string_view::npos) {
+    return status;
   }
-  for (const TableSpec& spec : c.tables) {
-    for (const auto& s : sources) {
-      if (s->name() == spec.name) {
-        return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "' given twice"));
-      }
-    }
-    if (IsDirectory(spec.path)) {
-      // A version directory: the newest version that opens; each newer one refused is logged.
-      std::vector<std::string> skipped;
-      absl::StatusOr<std::unique_ptr<TableSource>> source = OpenNewestVersion(spec, &skipped);
-      for (const std::string& line : skipped) {
-        LogError(line);
-      }
-      RETURN_IF_ERROR(source.status());
-      sources.push_back(*std::move(source));
-      continue;
-    }
-    ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source, TableSource::Open(spec));
-    sources.push_back(std::move(source));
+  const absl::string_view option = path.substr(comma + 1);
+  const size_t eq = option.find('=');
+  if (eq == absl::string_view::npos || eq == 0 ||
+      !std::all_of(option.begin(), option.begin() + eq,
+                   [](char ch) { return absl::ascii_islower(ch) || ch == '_'; })) {
+    return status;
   }
-  if (!c.default_table.empty()) {
-    auto it = std::find_if(sources.begin(), sources.end(),
-                           [&](const auto& s) { return s->name() == c.default_table; });
-    if (it == sources.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--default_table=", c.default_table, " names no --table",
-                       c.tables.empty() ? " (without --table the only table is 'demo')" : ""));
-    }
-    std::rotate(sources.begin(), it, it + 1);  // the default table first, the rest in flag order
-  }
-  return sources;
+  return absl::NotFoundError(absl::StrCat(
+      status.message(), " (is ',", option.substr(0, eq),
+      "=' meant as an option? --table takes quantize=, gpu_budget= and hot_ids=; anything else "
+      "after a comma is part of the path)"));
 }
 
 }  // namespace
@@ -163,7 +140,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   ASSIGN_OR_RETURN(const ListenAddress metrics_address,
                    ParseListenAddress("--metrics_address", config.metrics_address));
   RETURN_IF_ERROR(CheckConfig(config));
-  ASSIGN_OR_RETURN(std::vector<std::unique_ptr<TableSource>> sources, OpenSources(config));
+  ASSIGN_OR_RETURN(std::vector<OpenedTable> tables, OpenTables(config));
   ASSIGN_OR_RETURN(const Device device, ResolveDevice(config.device));
 
   auto server = std::unique_ptr<EmbeddingServer>(new EmbeddingServer());
@@ -267,7 +244,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   RETURN_IF_ERROR(server->StartAdmin(config));
 
-  RETURN_IF_ERROR(server->LoadTables(config, device, sources));
+  RETURN_IF_ERROR(server->LoadTables(config, device, tables));
   server->service_->SetTables(&server->tables_);
   if (server->admin_ != nullptr) {
     server->admin_->SetTables(&server->tables_);
@@ -298,8 +275,76 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   return server;
 }
 
+// Opens every table file and checks its header, and reads each table's hot ids; nothing else is
+// read.
+absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenTables(
+    const ServerConfig& c) {
+  std::vector<OpenedTable> tables;
+  if (c.tables.empty()) {
+    int64_t bytes = 0;
+    if (c.demo_rows <= 0 || c.demo_dim <= 0 ||
+        __builtin_mul_overflow(c.demo_rows, c.demo_dim * int64_t{sizeof(float)}, &bytes)) {
+      return absl::InvalidArgumentError(absl::StrCat("--demo_table=", c.demo_rows, "x", c.demo_dim,
+                                                     ": ROWS and DIM must be positive and the "
+                                                     "table's bytes must fit in 64 bits"));
+    }
+    OpenedTable demo;
+    demo.source = TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed);
+    tables.push_back(std::move(demo));
+  }
+  for (const TableSpec& spec : c.tables) {
+    for (const OpenedTable& t : tables) {
+      if (t.source->name() == spec.name) {
+        return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "' given twice"));
+      }
+    }
+    OpenedTable table;
+    table.gpu_budget_bytes = spec.gpu_budget_bytes;
+    table.hot_ids_path = spec.hot_ids_path;
+    if (IsDirectory(spec.path)) {
+      // A version directory: the newest version that opens; each newer one refused is logged.
+      std::vector<std::string> skipped;
+      absl::StatusOr<std::unique_ptr<TableSource>> source = OpenNewestVersion(spec, &skipped);
+      for (const std::string& line : skipped) {
+        LogError(line);
+      }
+      RETURN_IF_ERROR(source.status());
+      table.source = *std::move(source);
+    } else {
+      absl::StatusOr<std::unique_ptr<TableSource>> source = TableSource::Open(spec);
+      if (!source.ok()) {
+        return WithOptionHint(source.status(), spec.path);
+      }
+      table.source = *std::move(source);
+    }
+    if (!spec.hot_ids_path.empty()) {
+      absl::StatusOr<std::vector<int64_t>> ids =
+          ReadHotIds(spec.hot_ids_path, table.source->rows());
+      if (!ids.ok()) {
+        // The message starts with the file's path.
+        return absl::Status(
+            ids.status().code(),
+            absl::StrCat("table '", spec.name, "': hot_ids=", ids.status().message()));
+      }
+      table.hot_ids = *std::move(ids);
+    }
+    tables.push_back(std::move(table));
+  }
+  if (!c.default_table.empty()) {
+    auto it = std::find_if(tables.begin(), tables.end(),
+                           [&](const auto& t) { return t.source->name() == c.default_table; });
+    if (it == tables.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--default_table=", c.default_table, " names no --table",
+                       c.tables.empty() ? " (without --table the only table is 'demo')" : ""));
+    }
+    std::rotate(tables.begin(), it, it + 1);  // the default table first, the rest in flag order
+  }
+  return tables;
+}
+
 absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Device& device,
-                                         const std::vector<std::unique_ptr<TableSource>>& sources) {
+                                         std::vector<OpenedTable>& tables) {
   StoreOptions options = config.store;
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
@@ -310,40 +355,89 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
       std::make_unique<AnswerBufferPool>(config.answer_pool_bytes, CreateAnswerMemory(device));
   BatcherOptions batcher_options = config.batcher;
   batcher_options.answer_pool = answer_pool_.get();
-  for (const auto& source : sources) {
+  if (!device.cuda && (config.gpu_memory_budget_bytes > 0 || !config.store.host_tier)) {
+    LogInfo("--gpu_memory_budget and --host_tier have no effect on ", device.name(),
+            ": the CPU store serves every table from host memory");
+  }
+  // What --gpu_memory_budget leaves for the tables not placed yet, and what the others took.
+  size_t device_left = config.gpu_memory_budget_bytes;
+  std::vector<std::string> placed;
+  for (OpenedTable& t : tables) {
+    const TableSource& source = *t.source;
+    StoreOptions table_options = options;
+    if (device.cuda) {
+      table_options.gpu_budget_bytes = t.gpu_budget_bytes;
+      if (config.gpu_memory_budget_bytes > 0) {
+        // With nothing left, a budget of one byte: the table goes to the host tier, where the
+        // store refuses it naming the GPU memory it would still need.
+        const size_t left = std::max<size_t>(device_left, 1);
+        table_options.gpu_budget_bytes =
+            t.gpu_budget_bytes > 0 ? std::min(t.gpu_budget_bytes, left) : left;
+      }
+      table_options.hot_ids = std::move(t.hot_ids);
+    } else if (t.gpu_budget_bytes > 0 || !t.hot_ids_path.empty()) {
+      LogInfo("table '", source.name(), "': gpu_budget= and hot_ids= are checked but have no ",
+              "effect on ", device.name(), ": the CPU store serves the table from host memory");
+    }
     const absl::Time start = options.clock->Now();
-    ASSIGN_OR_RETURN(std::unique_ptr<EmbeddingStore> store, CreateStore(*source, device, options));
+    absl::StatusOr<std::unique_ptr<EmbeddingStore>> created =
+        CreateStore(source, device, table_options);
+    if (!created.ok()) {
+      if (device.cuda && config.gpu_memory_budget_bytes > 0 &&
+          created.status().code() == absl::StatusCode::kResourceExhausted) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            created.status().message(), " (--gpu_memory_budget=", config.gpu_memory_budget_bytes,
+            " left it ", device_left, " bytes",
+            placed.empty() ? "" : absl::StrCat(" after ", absl::StrJoin(placed, ", ")), ")"));
+      }
+      return created.status();
+    }
+    std::unique_ptr<EmbeddingStore> store = *std::move(created);
     const double seconds = SecondsSince(options.clock, start);
     const TableInfo& table = store->info();
+    device_left -= std::min(device_left, table.device_bytes);
+    placed.push_back(absl::StrCat("'", table.name, "' took ", table.device_bytes));
+    std::string where = "in host memory";
+    if (device.cuda && table.host_tier) {
+      where = absl::StrCat("in pinned host memory with a GPU cache of ", table.cache_rows,
+                           " rows (", table.device_bytes, " bytes of GPU memory)");
+    } else if (device.cuda) {
+      where = absl::StrCat("on the device (", table.device_bytes, " bytes of GPU memory)");
+    }
     LogInfo(absl::StrFormat(
-        "table '%s' loaded: %d rows x %d dims, %s%s, %d bytes, %.3f s, %.2f GB/s, device %s, "
+        "table '%s' loaded: %d rows x %d dims, %s%s, %d bytes, %.3f s, %.2f GB/s, device %s, %s, "
         "from %s%s",
-        source->name(), source->rows(), source->dim(), DataTypeName(source->dtype()),
-        source->stored_dtype() != source->dtype()
-            ? absl::StrCat(" (quantized from ", DataTypeName(source->stored_dtype()), ")")
+        source.name(), source.rows(), source.dim(), DataTypeName(source.dtype()),
+        source.stored_dtype() != source.dtype()
+            ? absl::StrCat(" (quantized from ", DataTypeName(source.stored_dtype()), ")")
             : "",
-        source->bytes(), seconds,
-        seconds > 0 ? static_cast<double>(source->bytes()) / seconds / 1e9 : 0.0, table.device,
-        source->origin(),
-        source->version() > 0
-            ? absl::StrFormat(" (version %d, sequence %d)", source->version(), source->sequence())
+        source.bytes(), seconds,
+        seconds > 0 ? static_cast<double>(source.bytes()) / seconds / 1e9 : 0.0, table.device,
+        where, source.origin(),
+        source.version() > 0
+            ? absl::StrFormat(" (version %d, sequence %d)", source.version(), source.sequence())
             : ""));
+    if (device.cuda && !table.host_tier && !t.hot_ids_path.empty()) {
+      LogInfo("table '", table.name, "': hot_ids=", t.hot_ids_path,
+              " has no effect: every row is on the device");
+    }
+    AddCacheMetrics(*store, *scrape_metrics_);
     TableMetrics tm =
         metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device, table.rows,
                            table.dim, static_cast<int64_t>(table.bytes()));
     ServedTable served;
-    batcher_options.initial_sequence = source->sequence();
-    tm.update_sequence->Set(static_cast<double>(source->sequence()));
-    if (source->version() > 0) {
+    batcher_options.initial_sequence = source.sequence();
+    tm.update_sequence->Set(static_cast<double>(source.sequence()));
+    if (source.version() > 0) {
       served.versions = std::make_unique<TableVersions>();
-      served.versions->dir = source->versions_dir();
-      served.versions->tensor = source->tensor().empty() ? source->name() : source->tensor();
-      served.versions->open_tensor = source->tensor();
-      if (IsQuantized(source->dtype())) {
-        served.versions->quantize = source->dtype();  // every version is served quantized
+      served.versions->dir = source.versions_dir();
+      served.versions->tensor = source.tensor().empty() ? source.name() : source.tensor();
+      served.versions->open_tensor = source.tensor();
+      if (IsQuantized(source.dtype())) {
+        served.versions->quantize = source.dtype();  // every version is served quantized
       }
-      served.versions->version.store(source->version());
-      tm.version->Set(static_cast<double>(source->version()));
+      served.versions->version.store(source.version());
+      tm.version->Set(static_cast<double>(source.version()));
     }
     served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
     served.store = std::move(store);
@@ -565,6 +659,10 @@ void EmbeddingServer::WaitUntilOnlyHeldCallsRemain(absl::Time until) const {
   }
 }
 
-EmbeddingServer::~EmbeddingServer() { Shutdown(absl::Now()); }
+EmbeddingServer::~EmbeddingServer() {
+  Shutdown(absl::Now());
+  // The metrics port closes before the tables go: the cache metrics read their stores.
+  exposer_.reset();
+}
 
 }  // namespace emb::service

@@ -56,7 +56,16 @@ struct ServerConfig {
   size_t grpc_memory_bytes = size_t{1} << 30;
   // The stores' options. Their max_batch_ids is set from batcher.max_batch_ids. on_device_lost
   // is required: called (after health goes NOT_SERVING) when the device is lost; must not return.
+  // store.host_tier: whether a GPU table that does not fit goes to the host tier or is refused.
+  // store.gpu_budget_bytes and store.hot_ids are set per table (TableSpec's gpu_budget and
+  // hot_ids, and gpu_memory_budget_bytes).
   StoreOptions store;
+  // GPU: the device memory all tables together may take (their rows or host tiers' caches, and
+  // their batch buffers). The tables are placed in order, the default first: each may take the
+  // smaller of its own gpu_budget and what the tables before it left; a table that finds too
+  // little goes to the host tier (or is refused without store.host_tier). 0: no such bound, each
+  // table takes what the device has free.
+  size_t gpu_memory_budget_bytes = 0;
   // TLS on the gRPC port, as PEM file paths. No cert and key: plaintext. Cert and key: TLS.
   // With client_ca too: mutual TLS, clients must present a certificate signed by that CA.
   std::string tls_cert;       // the server's certificate (chain)
@@ -104,8 +113,16 @@ class EmbeddingServer {
 
  private:
   EmbeddingServer() = default;
+  // A table opened at start-up (its header checked), with how it is to be placed.
+  struct OpenedTable {
+    std::unique_ptr<TableSource> source;
+    size_t gpu_budget_bytes = 0;   // TableSpec::gpu_budget_bytes; 0: none of its own
+    std::string hot_ids_path;      // TableSpec::hot_ids_path
+    std::vector<int64_t> hot_ids;  // read from hot_ids_path, checked against the table's rows
+  };
+  static absl::StatusOr<std::vector<OpenedTable>> OpenTables(const ServerConfig& config);
   absl::Status LoadTables(const ServerConfig& config, const Device& device,
-                          const std::vector<std::unique_ptr<TableSource>>& sources);
+                          std::vector<OpenedTable>& tables);
   // Every poll period, each unpinned table from a version directory whose newest version is newer
   // than the one it serves (and not one found broken before) loads it.
   void PollVersions(absl::Duration period);

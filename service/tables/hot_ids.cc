@@ -1,5 +1,8 @@
 #include "service/tables/hot_ids.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -69,6 +72,14 @@ absl::StatusOr<std::vector<int64_t>> ReadHotIds(const std::string& path, int64_t
   constexpr size_t kMaxHeaderBytes = size_t{1} << 20;
   constexpr size_t kMaxRows = (std::numeric_limits<size_t>::max() - kMaxHeaderBytes) / 8;
   const size_t max_bytes = kMaxHeaderBytes + 8 * std::min(kMaxRows, static_cast<size_t>(rows));
+  struct stat st;
+  ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path, &st));
+  close(fd);
+  if (static_cast<size_t>(st.st_size) > max_bytes) {
+    return Defect(
+        path, absl::StrCat(st.st_size, " bytes, more than the ids of a table of ", rows,
+                           " rows need (", max_bytes, ": 8 bytes a row and 1 MiB for the header)"));
+  }
   ASSIGN_OR_RETURN(const std::string file, ReadRegularFile(path, max_bytes));
   return ParseHotIds(path, file, rows);
 }

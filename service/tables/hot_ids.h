@@ -16,7 +16,8 @@ namespace emb::service {
 // [0, rows), in the file's order (duplicates are kept: the cache skips them). NOT_FOUND when the
 // file does not exist; INVALID_ARGUMENT "PATH: WHAT" for anything else: not a regular file, not a
 // 1-D int64/int32 .npy, data of another size than the shape says, or an id out of range (naming
-// its position and value), or a file over 8 bytes a row of the table (plus 1 MiB for the header).
+// its position and value), or a file over 8 bytes a row of the table (plus 1 MiB for the header),
+// which is refused unread.
 absl::StatusOr<std::vector<int64_t>> ReadHotIds(const std::string& path, int64_t rows);
 
 // The same checks on a file's bytes held in memory (`path` names it in messages only).

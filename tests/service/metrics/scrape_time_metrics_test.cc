@@ -74,5 +74,65 @@ TEST(ScrapeTimeMetrics, ReadsEachGaugeAtScrapeTimeAndLeavesOutWhatCannotBeRead) 
   EXPECT_NE(text.find("test_gauge{device=\"cuda:1\"} 7"), std::string::npos) << text;
 }
 
+TEST(ScrapeTimeMetrics, AGroupIsReadOncePerScrapeAndItsCountersNeverGoDown) {
+  ScrapeTimeMetrics metrics;
+  std::optional<std::vector<double>> values = std::vector<double>{10, 5};
+  int reads = 0;
+  metrics.AddGroup({{"test_things_total", "things", prometheus::MetricType::Counter},
+                    {"test_level", "a level", prometheus::MetricType::Gauge}},
+                   {{"table", "t"}}, [&] {
+                     ++reads;
+                     return values;
+                   });
+  auto families = metrics.Collect();
+  EXPECT_EQ(reads, 1);
+  const auto* things = Find(families, "test_things_total");
+  ASSERT_NE(things, nullptr);
+  EXPECT_EQ(things->type, prometheus::MetricType::Counter);
+  ASSERT_EQ(things->metric.size(), 1u);
+  EXPECT_EQ(things->metric[0].counter.value, 10);
+  EXPECT_EQ(things->metric[0].label.at(0).name, "table");
+  EXPECT_EQ(things->metric[0].label.at(0).value, "t");
+  EXPECT_EQ(Find(families, "test_level")->metric.at(0).gauge.value, 5);
+
+  values = std::vector<double>{7, 2};  // the source went back: the counter stays, the gauge not
+  families = metrics.Collect();
+  EXPECT_EQ(Find(families, "test_things_total")->metric.at(0).counter.value, 10);
+  EXPECT_EQ(Find(families, "test_level")->metric.at(0).gauge.value, 2);
+  values = std::vector<double>{12, 3};
+  families = metrics.Collect();
+  EXPECT_EQ(Find(families, "test_things_total")->metric.at(0).counter.value, 12);
+
+  values = std::nullopt;  // unreadable: the whole group is left out
+  families = metrics.Collect();
+  EXPECT_EQ(Find(families, "test_things_total"), nullptr);
+  EXPECT_EQ(Find(families, "test_level"), nullptr);
+  values = std::vector<double>{1};  // not one value per sample: left out too
+  EXPECT_EQ(Find(metrics.Collect(), "test_level"), nullptr);
+  values = std::vector<double>{13, 4};
+  families = metrics.Collect();
+  EXPECT_EQ(Find(families, "test_things_total")->metric.at(0).counter.value, 13);
+  EXPECT_EQ(reads, 6);
+  const std::string text = prometheus::TextSerializer().Serialize(families);
+  EXPECT_NE(text.find("# TYPE test_things_total counter"), std::string::npos) << text;
+  EXPECT_NE(text.find("test_things_total{table=\"t\"} 13"), std::string::npos) << text;
+}
+
+TEST(ScrapeTimeMetrics, GroupsOfOneFamilyShareIt) {
+  ScrapeTimeMetrics metrics;
+  for (const char* table : {"a", "b"}) {
+    metrics.AddGroup({{"test_rows", "rows", prometheus::MetricType::Gauge}}, {{"table", table}},
+                     [table] { return std::vector<double>{table[0] == 'a' ? 1.0 : 2.0}; });
+  }
+  const auto families = metrics.Collect();
+  const auto* rows = Find(families, "test_rows");
+  ASSERT_NE(rows, nullptr);
+  ASSERT_EQ(rows->metric.size(), 2u);
+  EXPECT_EQ(rows->metric[0].label.at(0).value, "a");
+  EXPECT_EQ(rows->metric[0].gauge.value, 1);
+  EXPECT_EQ(rows->metric[1].label.at(0).value, "b");
+  EXPECT_EQ(rows->metric[1].gauge.value, 2);
+}
+
 }  // namespace
 }  // namespace emb::service

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -115,7 +116,11 @@ TEST_F(ReadHotIdsTest, AFileFarLargerThanTheTableIsRefused) {
   const std::string path = dir_.File("hot.npy");
   ASSERT_THAT(testing::WriteFile(path, IdsNpyFile(std::vector<int64_t>(140000, 1))), IsOk());
   EXPECT_THAT(ReadHotIds(path, 2),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("over the 1048592 bytes")));
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr(absl::StrCat(path,
+                                              ": 1120128 bytes, more than the ids of a table "
+                                              "of 2 rows need (1048592: 8 bytes a row and 1 MiB "
+                                              "for the header)"))));
   EXPECT_THAT(ReadHotIds(path, 140000), IsOk());
 }
 
