@@ -92,7 +92,13 @@ def draw(url, out, minutes, rate_interval):
     if None in values.values():
         raise SystemExit(f"no value for a variable yet: {values}")
     shown = panels(dashboard)
-    rows = math.ceil(sum(2 if p["gridPos"]["w"] == 24 else 1 for p in shown) / 2)
+    # Cells of a two-column grid, in order: a wide panel takes a line of its own, leaving the
+    # half-line before it empty.
+    cells = 0
+    for p in shown:
+        wide = p["gridPos"]["w"] == 24
+        cells += (cells % 2 if wide else 0) + (2 if wide else 1)
+    rows = math.ceil(cells / 2)
     fig = plt.figure(figsize=(16, 3.2 * rows), dpi=80)
     inch = 1 / (3.2 * rows)  # of the figure's height
     fig.suptitle(f"{dashboard['title']}: last {minutes:g} min", fontsize=14, x=0.1, ha="left",

@@ -5,8 +5,9 @@ rule (the error, shed and late-answer ratios too: 0 while no call fails, not emp
 prometheus-adapter's rule.
 Polls until all do or the deadline passes.
 
-Metrics this server cannot export (NOT_HERE: a GPU server's device memory, dcgm-exporter's GPU
-utilisation) leave their queries empty here. Such a query is checked otherwise, and only while
+Metrics this server cannot export (NOT_HERE: a GPU server's device memory, the host tier's cache
+of a GPU table larger than its GPU memory, dcgm-exporter's GPU utilisation) leave their queries
+empty here. Such a query is checked otherwise, and only while
 the live server lacks the metric: the live Prometheus must accept it; each of its metric names
 must be one the server exports or one of NOT_HERE (whose embedding_* names must be defined in
 service/); and `promtool test rules` evaluates it on synthetic series, the NOT_HERE metrics with
@@ -34,7 +35,8 @@ import render_dashboard as rd  # noqa: E402
 RATE_INTERVAL = "10s"  # ten 1 s scrapes (Grafana: at least four scrape intervals)
 SERVICE_DIR = os.path.join(HERE, "../../service")
 
-# Metrics the dashboard charts that a CPU server without dcgm-exporter has no series of:
+# Metrics the dashboard charts that a CPU server (with no host tier) without dcgm-exporter has no
+# series of:
 # name -> (why, [the metric's own label sets, as its exporter gives them, for synthetic series]).
 # dcgm-exporter's pod label: `pod` where it is scraped with honorLabels, `exported_pod` where the
 # target's own pod label (dcgm-exporter's pod) took `pod`; both are tried, and a GPU of another
@@ -42,9 +44,17 @@ SERVICE_DIR = os.path.join(HERE, "../../service")
 DCGM_GPU = {"gpu": "0", "UUID": "GPU-00000000-0000-0000-0000-000000000000", "device": "nvidia0",
             "modelName": "NVIDIA H200", "Hostname": "gpu-node-1"}
 GPU_ONLY = "GPU servers only (service/server)"
+HOST_TIER = "GPU servers with a table in the host tier only (service/server/cache_metrics.cc)"
+# One table, one the live server serves (so that $table selects it).
+HOST_TIER_TABLE = [{"table": "demo"}]
 NOT_HERE = {
     "embedding_device_memory_used_bytes": (GPU_ONLY, [{"device": "cuda:0"}]),
     "embedding_device_memory_total_bytes": (GPU_ONLY, [{"device": "cuda:0"}]),
+    "embedding_cache_hits_total": (HOST_TIER, HOST_TIER_TABLE),
+    "embedding_cache_misses_total": (HOST_TIER, HOST_TIER_TABLE),
+    "embedding_cache_rows": (HOST_TIER, HOST_TIER_TABLE),
+    "embedding_cache_capacity_rows": (HOST_TIER, HOST_TIER_TABLE),
+    "embedding_host_read_bytes_total": (HOST_TIER, HOST_TIER_TABLE),
     "DCGM_FI_DEV_GPU_UTIL": ("NVIDIA dcgm-exporter, not the server", [DCGM_GPU]),
 }
 # The label that carries the GPU's pod in dcgm-exporter's series, one synthetic case each.
