@@ -31,16 +31,16 @@
 #include "service/server/server.h"
 
 ABSL_FLAG(std::string, table, "",
-          "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH] of a table to "
-          "serve; repeat the flag for several tables. Formats: .npy (2-D, C order, little-endian "
-          "float32 or float16) and .safetensors (float32, float16, bfloat16, or row-wise "
-          "int8/int4 as a U8 tensor with __metadata__ emb_layout; #TENSOR picks one tensor). "
-          "Options, in any order, each at most once: quantize= stores a float table row-wise "
-          "quantized (FBGEMM's fused rows; answers are dequantized); gpu_budget= (GPU) is the "
-          "device memory the table may take, bytes or with K, M, G, T (KiB...TiB), e.g. 4G: a "
-          "table over it is served from pinned host memory with a GPU cache of its most "
-          "looked-up rows (the host tier); hot_ids= (GPU, host tier) is a 1-D int64 or int32 "
-          ".npy of row ids, hottest first, put into the cache at start-up. PATH may be a version "
+          "A table to serve, as NAME=PATH[#TENSOR][,OPTION=VALUE]...; repeat the flag for "
+          "several tables. Formats: .npy (2-D, C order, little-endian float32 or float16) and "
+          ".safetensors (float32, float16, bfloat16, or row-wise int8/int4 as a U8 tensor with "
+          "__metadata__ emb_layout; #TENSOR picks one tensor). Options, in any order, each at "
+          "most once: quantize=int8|int4 stores a float table row-wise quantized (FBGEMM's fused "
+          "rows; answers are dequantized); gpu_budget=SIZE (GPU) is the device memory the table "
+          "may take, bytes or with K, M, G, T (KiB...TiB), e.g. 4G: a table over it is served "
+          "from pinned host memory with a GPU cache of its most looked-up rows (the host tier); "
+          "hot_ids=PATH (GPU, host tier) is a 1-D int64 or int32 .npy of row ids, hottest "
+          "first, put into the cache at start-up. PATH may be a version "
           "directory (PATH/1/, PATH/2/, ...). The first is the default table unless "
           "--default_table says otherwise. None: a demo table.");
 ABSL_FLAG(std::string, default_table, "",
