@@ -5,9 +5,10 @@
 # - The Python client: tests/client/python/pooled_lookup_check.py (sums, weighted sums and means
 #   against a NumPy float64 reference element by element, in every answer type; quantized rows;
 #   dtypes and bytes of ListTables; refusals).
-# - embedding-client: `tables` lists q8/q4 with their dtype and BYTES; `lookup --pooling` with
-#   --offsets, --lengths, --weights and --shape prints one "bag B:" line per bag, checked against
-#   NumPy; malformed bags and bad flags fail with the error named.
+# - embedding-client: `tables` lists q8/q4 with their dtype and BYTES (and WHERE: device, as on
+#   the CPU every table is); `lookup --pooling` with --offsets, --lengths, --weights and --shape
+#   prints one "bag B:" line per bag, checked against NumPy; malformed bags and bad flags fail
+#   with the error named.
 # - bench --config with ghz's JSON form of pooled requests ("pooling": "POOLING_SUM", "offsets",
 #   "lengths", "weights"): every call OK; and the same config through the real ghz, where there is
 #   one (GHZ, ../shared/tools/ghz/ghz or ghz on PATH; that part is left out otherwise).
@@ -36,12 +37,12 @@ PYTHONPATH="$WORK/py:$ROOT/client/python" "$PY" "$HERE/python/pooled_lookup_chec
 
 # --- embedding-client tables.
 "$CLIENT" --target=$T tables >"$WORK/tables" || fail "tables failed"
-head -1 "$WORK/tables" | grep -qE "^NAME +ROWS +DIM +DTYPE +BYTES +DEVICE " ||
-  { cat "$WORK/tables"; fail "tables: no BYTES column after DTYPE"; }
+head -1 "$WORK/tables" | grep -qE "^NAME +ROWS +DIM +DTYPE +BYTES +DEVICE +WHERE +DEFAULT " ||
+  { cat "$WORK/tables"; fail "tables: no BYTES column after DTYPE, or no WHERE after DEVICE"; }
 for want in "t 700 37 float32 103600" "h 700 37 float16 51800" "q8 700 37 int8_rowwise 31500" \
             "q4 700 37 int4_rowwise 16100"; do
   read -r name rows dim dtype bytes <<<"$want"
-  grep -qE "^$name +$rows +$dim +$dtype +$bytes +cpu " "$WORK/tables" ||
+  grep -qE "^$name +$rows +$dim +$dtype +$bytes +cpu +device +(yes|no) " "$WORK/tables" ||
     { cat "$WORK/tables"; fail "tables: want $want"; }
 done
 
