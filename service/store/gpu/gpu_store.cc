@@ -113,8 +113,9 @@ absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, si
           " bytes with its slots)");
   ASSIGN_OR_RETURN(host_tier_, HostTier::Create(source, check_, tier, options_));
   load_stats_ = host_tier_->load_stats();
-  set_placement(true, tier.cache_rows,
-                buffers + HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()));
+  set_placement(
+      true, tier.cache_rows,
+      buffers + HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()));
   LogInfo(LoadSummary(info().name, load_stats_), " (into pinned host memory)");
   return absl::OkStatus();
 }

@@ -8,9 +8,9 @@
 #include <atomic>
 #include <cstddef>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
-#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
