@@ -6,7 +6,9 @@
 // bytes each, so that a group's loads of a row are one contiguous run; it loads kUnroll rows
 // before it adds any (several misses in flight), then adds them in id order, each product and
 // each sum rounded once (CpuPooledGather's order, so the results agree to the bit). For a table in
-// two tiers (CachedRows) each row is read from the cache or the host rows, as its slot says.
+// two tiers (CachedRows) each row is read from the cache or the host rows, as its slot says. A plain
+// gather (bags of one id, no weights or scales) runs GatherKernel: a group loads several rows at
+// once, each for its own answer row.
 #ifndef EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 #define EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 
@@ -303,6 +305,72 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
     }
   }
   return misses;
+}
+
+// A gather (no offsets, weights or scales): a group owns kRows consecutive ids and a column
+// tile, loads all of their rows before it converts any (kRows rows' misses in flight, where a bag
+// of one id would have one), and writes each row's tile to its own answer row, each element
+// rounded once (CpuGather's results, -0.0 kept). Returns the host rows read, as PoolItem.
+template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
+__device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGrid& g, int64_t item,
+                                               int lane) {
+  constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
+  const int64_t first = (item / g.tiles) * kRows;
+  const int64_t tile = item % g.tiles;
+  const int64_t first_vector = tile * g.group * kTileVectors + lane;
+  const bool counting = tile == 0 && lane == 0;
+  unsigned misses = 0;
+  const uint8_t* rows[kRows];
+  RawVector<kVecBytes> raw[kRows][kTileVectors];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    if (first + u < p.num_bags) {
+      rows[u] = RowAddress(p, g, __ldg(p.ids + first + u), counting, &misses);
+#pragma unroll
+      for (int k = 0; k < kTileVectors; ++k) {
+        const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
+        if (v < g.vectors) {
+          raw[u][k] = LoadVector<kT, kVecBytes>(rows[u], v * kValues);
+        }
+      }
+    }
+  }
+  const size_t out_row_bytes = static_cast<size_t>(p.dim) * ElementSize(p.out_type);
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    if (first + u < p.num_bags) {
+      RowScale s{0.0f, 0.0f};
+      if constexpr (IsQuantized(kT)) {
+        s = LoadScale<kT>(rows[u], p.dim);
+      }
+      void* out_row = static_cast<unsigned char*>(p.out) +
+                      static_cast<size_t>(first + u) * out_row_bytes;
+#pragma unroll
+      for (int k = 0; k < kTileVectors; ++k) {
+        const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
+        if (v < g.vectors) {
+          float x[kValues];
+          Decode<kT, kVecBytes>(raw[u][k], v * kValues, s, x);
+          StoreOut<kValues>(out_row, p.out_type, v * kValues, x);
+        }
+      }
+    }
+  }
+  return misses;
+}
+
+template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
+__global__ void __launch_bounds__(kBlockThreads) GatherKernel(const DeviceBags p, const BagGrid g) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
+  const int64_t item = thread / g.group;
+  const int lane = static_cast<int>(thread % g.group);
+  unsigned misses = 0;
+  if (item < (p.num_bags + kRows - 1) / kRows * g.tiles) {
+    misses = GatherItem<kT, kVecBytes, kTileVectors, kRows>(p, g, item, lane);
+  }
+  if (p.cached.misses != nullptr) {  // the same for every thread: all reach the barriers
+    CountMisses(p.cached.misses, misses);
+  }
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>

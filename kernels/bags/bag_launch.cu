@@ -40,12 +40,23 @@ int VectorBytes(DataType t, int64_t dim, uintptr_t address) {
   return t == DataType::kInt4Rowwise ? 0 : static_cast<int>(ElementSize(t));
 }
 
+// Whether `p` is a plain gather: bags of one id, unweighted and unscaled (GatherKernel).
+bool IsGather(const DeviceBags& p) {
+  return p.offsets == nullptr && p.weights == nullptr && p.scales == nullptr;
+}
+
 template <DataType kT, int kVecBytes, int kTileVectors>
 cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
+  constexpr int kRows = kUnrollFor<kTileVectors>;
+  if (IsGather(p)) {
+    const int64_t threads = (p.num_bags + kRows - 1) / kRows * g.tiles * g.group;
+    const auto blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
+    GatherKernel<kT, kVecBytes, kTileVectors, kRows><<<blocks, kBlockThreads, 0, stream>>>(p, g);
+    return cudaPeekAtLastError();
+  }
   const int64_t threads = p.num_bags * g.tiles * g.group;
   const auto blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
-  BagKernel<kT, kVecBytes, kTileVectors, kUnrollFor<kTileVectors>>
-      <<<blocks, kBlockThreads, 0, stream>>>(p, g);
+  BagKernel<kT, kVecBytes, kTileVectors, kRows><<<blocks, kBlockThreads, 0, stream>>>(p, g);
   return cudaPeekAtLastError();
 }
 
