@@ -8,10 +8,11 @@
 //
 //   host_tier_benchmark [--rows=33554432] [--dim=128] [--batch=65536] [--cache_percent=10]
 //                       [--exponents=0,0.8,1.05,1.2] [--batches=100] [--warmup_seconds=6]
-//                       [--gather_threads=8]
-// Exponent 0 means uniform ids. The table is a float32 demo table (rows x dim); every store's
-// answers are checked against the host rows (sampled rows of the first measured batch). Exits 1
-// on any failure.
+//                       [--gather_threads=8] [--pool_batches=512]
+// Exponent 0 means uniform ids; the cache warms up on a pool of --pool_batches batches (512: 33.5M
+// ids, about ten per cached row), and is measured on fresh ones. The table is a float32 demo table
+// (rows x dim); every store's answers are checked against the host rows (sampled rows of the first
+// measured batch). Exits 1 on any failure.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -63,57 +64,71 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-// Batches of ids over `rows` rows: power law of `exponent` over ranks shuffled over the rows
-// (uniform for exponent 0).
+// Batches of ids over `rows` rows: a power law of `exponent` (uniform for 0), drawn by inverting
+// the continuous law (a bounded Pareto: x = ((rows + 1)^(1-e) - 1) u + 1)^(1/(1-e)), rank
+// floor(x) - 1), so that a draw costs a pow and not a search of a table of every row; ranks are
+// scattered over the rows by a multiplication modulo rows. Draws run on `threads` threads.
 class IdStream {
  public:
-  IdStream(int64_t rows, double exponent, uint64_t seed)
-      : rows_(rows), exponent_(exponent), rng_(seed) {
-    if (exponent == 0) {
-      return;
-    }
-    row_of_rank_.resize(static_cast<size_t>(rows));
-    std::iota(row_of_rank_.begin(), row_of_rank_.end(), 0);
-    std::shuffle(row_of_rank_.begin(), row_of_rank_.end(), rng_);
-    cdf_.resize(static_cast<size_t>(rows));
-    double sum = 0;
-    for (int64_t r = 0; r < rows; ++r) {
-      sum += std::pow(static_cast<double>(r + 1), -exponent);
-      cdf_[static_cast<size_t>(r)] = sum;
-    }
-    for (double& c : cdf_) {
-      c /= sum;
+  IdStream(int64_t rows, double exponent, uint64_t seed, int threads)
+      : rows_(rows), exponent_(exponent), seed_(seed), threads_(threads) {
+    multiplier_ = 2654435761u;  // prime
+    while (rows_ % static_cast<int64_t>(multiplier_) == 0) {
+      multiplier_ += 2;
     }
   }
   std::vector<int64_t> Draw(size_t n) {
     std::vector<int64_t> ids(n);
-    if (exponent_ == 0) {
-      std::uniform_int_distribution<int64_t> u(0, rows_ - 1);
-      for (int64_t& id : ids) {
-        id = u(rng_);
-      }
-      return ids;
+    const uint64_t draw = draws_++;
+    std::vector<std::thread> workers;
+    const size_t per = (n + threads_ - 1) / threads_;
+    for (int t = 0; t < threads_; ++t) {
+      workers.emplace_back([&, t] {
+        std::mt19937_64 rng(seed_ * 1000003 + draw * 131 + static_cast<uint64_t>(t));
+        std::uniform_real_distribution<double> u(0.0, 1.0);
+        const size_t end = std::min(n, per * (t + 1));
+        for (size_t i = per * t; i < end; ++i) {
+          ids[i] = Id(u(rng));
+        }
+      });
     }
-    std::uniform_real_distribution<double> u(0.0, 1.0);
-    for (int64_t& id : ids) {
-      const auto rank = static_cast<size_t>(
-          std::lower_bound(cdf_.begin(), cdf_.end() - 1, u(rng_)) - cdf_.begin());
-      id = row_of_rank_[rank];
+    for (std::thread& w : workers) {
+      w.join();
     }
     return ids;
   }
-  // The ideal static cache's hit rate: the share of lookups of the `rows` hottest rows.
+  // The ideal static cache's hit rate: the probability of the `rows` hottest ranks.
   double TopShare(int64_t rows) const {
-    return exponent_ == 0 ? static_cast<double>(rows) / static_cast<double>(rows_)
-                          : cdf_[static_cast<size_t>(rows - 1)];
+    if (exponent_ == 0) {
+      return static_cast<double>(rows) / static_cast<double>(rows_);
+    }
+    const double a = 1.0 - exponent_;
+    return (std::pow(static_cast<double>(rows + 1), a) - 1.0) /
+           (std::pow(static_cast<double>(rows_ + 1), a) - 1.0);
   }
 
  private:
+  int64_t Id(double u) const {
+    int64_t rank;
+    if (exponent_ == 0) {
+      rank = static_cast<int64_t>(u * static_cast<double>(rows_));
+    } else {
+      const double a = 1.0 - exponent_;
+      const double x =
+          std::pow((std::pow(static_cast<double>(rows_ + 1), a) - 1.0) * u + 1.0, 1.0 / a);
+      rank = static_cast<int64_t>(x) - 1;
+    }
+    rank = std::min(std::max<int64_t>(rank, 0), rows_ - 1);
+    return static_cast<int64_t>((static_cast<unsigned __int128>(rank) * multiplier_) %
+                                static_cast<uint64_t>(rows_));
+  }
+
   int64_t rows_;
   double exponent_;
-  std::mt19937_64 rng_;
-  std::vector<int32_t> row_of_rank_;
-  std::vector<double> cdf_;
+  uint64_t seed_;
+  int threads_;
+  uint64_t multiplier_;
+  uint64_t draws_ = 0;
 };
 
 struct Timing {
@@ -276,6 +291,7 @@ int Run(int argc, char** argv) {
   int64_t cache_percent = 0;
   int64_t batches = 0;
   int64_t gather_threads = 0;
+  int64_t pool_batches = 0;
   double warmup_seconds = 0;
   if (!absl::SimpleAtoi(Flag(argc, argv, "rows", "33554432"), &rows) ||
       !absl::SimpleAtoi(Flag(argc, argv, "dim", "128"), &dim) ||
@@ -283,6 +299,7 @@ int Run(int argc, char** argv) {
       !absl::SimpleAtoi(Flag(argc, argv, "cache_percent", "10"), &cache_percent) ||
       !absl::SimpleAtoi(Flag(argc, argv, "batches", "100"), &batches) ||
       !absl::SimpleAtoi(Flag(argc, argv, "gather_threads", "8"), &gather_threads) ||
+      !absl::SimpleAtoi(Flag(argc, argv, "pool_batches", "512"), &pool_batches) ||
       !absl::SimpleAtod(Flag(argc, argv, "warmup_seconds", "6"), &warmup_seconds)) {
     std::fprintf(stderr, "bad flag\n");
     return 2;
@@ -350,7 +367,7 @@ int Run(int argc, char** argv) {
   std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
   for (const double exponent : exponents) {
     const std::string ids = exponent == 0 ? "uniform" : absl::StrFormat("power law %.2f", exponent);
-    IdStream stream(rows, exponent, 7);
+    IdStream stream(rows, exponent, 7, static_cast<int>(gather_threads));
     const double ideal = stream.TopShare(cache_rows);
     double no_cache = 0;
     for (Case& c : cases) {

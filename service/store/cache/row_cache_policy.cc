@@ -14,7 +14,7 @@ constexpr size_t kMaxCandidates = size_t{1} << 20;
 RowCachePolicy::RowCachePolicy(const Options& options)
     : capacity_(std::min(options.capacity, options.rows)),
       window_(options.window > 0 ? options.window
-                                 : std::max<int64_t>(10 * capacity_, int64_t{1} << 20)),
+                                 : std::max<int64_t>(32 * capacity_, int64_t{1} << 22)),
       victims_sampled_(std::max(1, options.victims_sampled)),
       counts_(static_cast<size_t>(options.rows), 0),
       slot_of_(static_cast<size_t>(options.rows), -1),

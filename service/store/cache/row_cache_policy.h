@@ -27,7 +27,7 @@ class RowCachePolicy {
   struct Options {
     int64_t rows = 0;      // of the table
     int64_t capacity = 0;  // slots of the cache, at most rows and 2^31 - 1
-    // Recorded ids between two halvings of every count; 0 picks max(10 x capacity, 2^20).
+    // Recorded ids between two halvings of every count; 0 picks max(32 x capacity, 2^22).
     int64_t window = 0;
     // Cached rows sampled to find a victim.
     int victims_sampled = 8;
