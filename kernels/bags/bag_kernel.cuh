@@ -6,9 +6,9 @@
 // bytes each, so that a group's loads of a row are one contiguous run; it loads kUnroll rows
 // before it adds any (several misses in flight), then adds them in id order, each product and
 // each sum rounded once (CpuPooledGather's order, so the results agree to the bit). For a table in
-// two tiers (CachedRows) each row is read from the cache or the host rows, as its slot says. A plain
-// gather (bags of one id, no weights or scales) runs GatherKernel: a group loads several rows at
-// once, each for its own answer row.
+// two tiers (CachedRows) each row is read from the cache or the host rows, as its slot says. A
+// plain gather (bags of one id, no weights or scales) runs GatherKernel: a group loads several rows
+// at once, each for its own answer row.
 #ifndef EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 #define EMB_KERNELS_BAGS_BAG_KERNEL_CUH_
 
@@ -343,8 +343,8 @@ __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGri
       if constexpr (IsQuantized(kT)) {
         s = LoadScale<kT>(rows[u], p.dim);
       }
-      void* out_row = static_cast<unsigned char*>(p.out) +
-                      static_cast<size_t>(first + u) * out_row_bytes;
+      void* out_row =
+          static_cast<unsigned char*>(p.out) + static_cast<size_t>(first + u) * out_row_bytes;
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
