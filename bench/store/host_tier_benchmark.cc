@@ -81,6 +81,7 @@ class IdStream {
     std::vector<int64_t> ids(n);
     const uint64_t draw = draws_++;
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<size_t>(threads_));
     const size_t per = (n + threads_ - 1) / threads_;
     for (int t = 0; t < threads_; ++t) {
       workers.emplace_back([&, t] {
@@ -179,11 +180,14 @@ absl::Status Check(const std::vector<int64_t>& ids, const std::byte* out, const 
 
 // Warm-up for `warmup_seconds`, then `batches` timed batches, one at a time.
 absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t batch, int batches,
-                               double warmup_seconds, const AnswerSpan& out,
+                               double warmup_seconds, int pool_batches, const AnswerSpan& out,
                                const std::byte* host_rows, const std::string& what) {
   const size_t row_bytes = static_cast<size_t>(store.info().dim) * sizeof(float);
+  // The warm-up's batches, drawn before it starts (a draw is slower than a lookup), enough of
+  // them that the cache cannot learn the pool instead of the law.
   std::vector<std::vector<int64_t>> pool;
-  for (int i = 0; i < 64; ++i) {
+  pool.reserve(static_cast<size_t>(pool_batches));
+  for (int i = 0; i < pool_batches; ++i) {
     pool.push_back(stream.Draw(batch));
   }
   // The warm-up, with the hit rate of each second of it (the cache warming).
@@ -208,6 +212,7 @@ absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t b
   }
   // Fresh ids for the measured batches (drawn before the clock starts).
   std::vector<std::vector<int64_t>> measured;
+  measured.reserve(static_cast<size_t>(batches));
   for (int i = 0; i < batches; ++i) {
     measured.push_back(stream.Draw(batch));
   }
@@ -253,6 +258,7 @@ absl::StatusOr<Timing> MeasureHostGather(const std::byte* rows, int64_t dim, IdS
     const std::vector<int64_t> ids = stream.Draw(batch);
     const Clock::time_point t = Clock::now();
     std::vector<std::thread> workers;
+    workers.reserve(static_cast<size_t>(threads));
     const size_t per = (batch + threads - 1) / threads;
     for (int w = 0; w < threads; ++w) {
       const size_t first = std::min(batch, per * w);
@@ -373,8 +379,10 @@ int Run(int argc, char** argv) {
     for (Case& c : cases) {
       const bool cached =
           c.store->cache_stats().has_value() && c.store->cache_stats()->capacity_rows > 0;
-      auto timing = Measure(*c.store, stream, static_cast<size_t>(batch), static_cast<int>(batches),
-                            cached ? warmup_seconds : 0.5, out, (*host_rows)->data(), c.name);
+      auto timing =
+          Measure(*c.store, stream, static_cast<size_t>(batch), static_cast<int>(batches),
+                  cached ? warmup_seconds : 0.5, cached ? static_cast<int>(pool_batches) : 16, out,
+                  (*host_rows)->data(), c.name);
       if (!timing.ok()) {
         return fail(timing.status());
       }

@@ -4,7 +4,6 @@
 #include <system_error>
 #include <thread>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
@@ -89,8 +88,8 @@ absl::StatusOr<LoadStats> ReadTable(const TableSource& source, const LoadPlan& p
   const absl::Time start = clock->Now();
   ChunkCursor cursor(plan.chunks);
   absl::Mutex mu;
-  absl::Status failure ABSL_GUARDED_BY(mu);
-  std::vector<std::pair<double, double>> reads ABSL_GUARDED_BY(mu);
+  absl::Status failure;                          // guarded by mu
+  std::vector<std::pair<double, double>> reads;  // guarded by mu
   auto fail = [&](absl::Status s) {
     cursor.Stop();
     absl::MutexLock lock(&mu);
