@@ -18,16 +18,14 @@ Usage (a bundle with the server and ghz; scripts/gpu-check runs it):
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import ghz_run  # noqa: E402
 from local_server import Server  # noqa: E402
-
-METHOD = "embedding.v1.EmbeddingService/LookUp"
 
 
 def power_law_ids(rows, exponent, n, rng):
@@ -42,21 +40,6 @@ def power_law_ids(rows, exponent, n, rng):
     multiplier = 2_654_435_761  # prime
     assert rows % multiplier != 0
     return (ranks.astype(np.int64) * multiplier) % rows, cdf
-
-
-def ghz(binary, port, data_path, concurrency, duration):
-    cmd = [binary, "--insecure", "--call", METHOD, "-D", data_path, "-c", str(concurrency),
-           "--connections", str(min(concurrency, 8)), "-z", f"{duration}s", "-t", "20s",
-           "--max-recv-message-size", "256MB", "-O", "json", f"127.0.0.1:{port}"]
-    with tempfile.TemporaryFile() as out:
-        subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, check=False)
-        out.seek(0)
-        report = json.load(out)
-    seconds = report["total"] / 1e9
-    codes = report.get("statusCodeDistribution") or {}
-    lat = {d["percentage"]: d["latency"] / 1e6 for d in report.get("latencyDistribution") or []}
-    return {"calls": report["count"], "ok": codes.get("OK", 0), "seconds": seconds,
-            "codes": codes, "p50_ms": lat.get(50), "p99_ms": lat.get(99)}
 
 
 def cache_counts(server):
@@ -105,10 +88,10 @@ def main():
                                    "--max_request_ids=65536", "--max_response_bytes=268435456"]
                         + extra, log)
         try:
-            ghz(a.ghz, server.grpc_port, data_path, 16, a.warmup)  # warms the cache
+            ghz_run.run(a.ghz, server.grpc_port, data_path, 16, a.warmup)  # warms the cache
             for c in [int(x) for x in a.concurrency.split(",")]:
                 h0, m0 = cache_counts(server)
-                r = ghz(a.ghz, server.grpc_port, data_path, c, a.duration)
+                r = ghz_run.run(a.ghz, server.grpc_port, data_path, c, a.duration)
                 h1, m1 = cache_counts(server)
                 looked = (h1 - h0) + (m1 - m0)
                 results.append({

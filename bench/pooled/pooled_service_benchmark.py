@@ -16,33 +16,22 @@ import argparse
 import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import ghz_run  # noqa: E402
 from local_server import Server  # noqa: E402
-
-METHOD = "embedding.v1.EmbeddingService/LookUp"
 
 
 def ghz(binary, port, data, concurrency, duration):
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(data, f)
         data_path = f.name
-    cmd = [binary, "--insecure", "--call", METHOD, "-D", data_path, "-c", str(concurrency),
-           "--connections", str(min(concurrency, 8)), "-z", f"{duration}s", "-t", "20s",
-           "--max-recv-message-size", "64MB", "-O", "json", f"127.0.0.1:{port}"]
-    with tempfile.TemporaryFile() as out:
-        subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, check=False)
-        out.seek(0)
-        report = json.load(out)
-    os.unlink(data_path)
-    seconds = report["total"] / 1e9
-    codes = report.get("statusCodeDistribution") or {}
-    lat = {d["percentage"]: d["latency"] / 1e6 for d in report.get("latencyDistribution") or []}
-    return {"calls": report["count"], "ok": codes.get("OK", 0), "seconds": seconds,
-            "codes": codes, "p50_ms": lat.get(50), "p99_ms": lat.get(99)}
+    try:
+        return ghz_run.run(binary, port, data_path, concurrency, duration, max_recv="64MB")
+    finally:
+        os.unlink(data_path)
 
 
 def gather_seconds(server):
