@@ -126,6 +126,11 @@ Metrics::Metrics()
                      .Name("embedding_queue_ids")
                      .Help("Ids waiting in the table's queue.")
                      .Register(*registry_)),
+      queue_limit_ids_(BuildGauge()
+                           .Name("embedding_queue_limit_ids")
+                           .Help("The most ids the table's queue holds (--max_queue_ids); "
+                                 "calls that would take it past are shed (RESOURCE_EXHAUSTED).")
+                           .Register(*registry_)),
       inflight_batches_(BuildGauge()
                             .Name("embedding_inflight_batches")
                             .Help("Batches handed to the store and not yet answered.")
@@ -144,8 +149,16 @@ Metrics::Metrics()
                      .Register(*registry_)),
       table_bytes_(BuildGauge()
                        .Name("embedding_table_bytes")
-                       .Help("Bytes each loaded table occupies on its device.")
+                       .Help("Bytes of each loaded table's rows, where they live (host memory "
+                             "for a host-tier table; a quantized table's rows with their scales "
+                             "and biases).")
                        .Register(*registry_)),
+      table_device_bytes_(BuildGauge()
+                              .Name("embedding_table_device_bytes")
+                              .Help("GPU memory each loaded table takes: its rows, or its host "
+                                    "tier's cache and slot map, and its batch buffers; 0 on the "
+                                    "CPU.")
+                              .Register(*registry_)),
       updated_rows_(BuildCounter()
                         .Name("embedding_updated_rows_total")
                         .Help("Rows written by UpdateRows (distinct ids of each applied "
@@ -189,6 +202,13 @@ Metrics::Metrics()
                                      "by --max_unsent_answer_bytes.")
                                .Register(*registry_)
                                .Add({})),
+      health_status_(BuildGauge()
+                         .Name("embedding_health_status")
+                         .Help("1 while the server's gRPC health says SERVING; 0 while it says "
+                               "NOT_SERVING: tables loading, draining after a stop signal, device "
+                               "lost, shutting down.")
+                         .Register(*registry_)
+                         .Add({})),
       grpc_started_(BuildCounter()
                         .Name("grpc_server_started_total")
                         .Help("RPCs started on the server.")
@@ -231,7 +251,9 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
       .dropped_cancelled = &dropped_requests_.Add({{"table", table}, {"reason", "cancelled"}}),
       .late_answers = &late_answers_.Add({{"table", table}}),
       .queue_ids = &queue_ids_.Add({{"table", table}}),
+      .queue_limit_ids = &queue_limit_ids_.Add({{"table", table}}),
       .inflight_batches = &inflight_batches_.Add({{"table", table}}),
+      .device_bytes = &table_device_bytes_.Add({{"table", table}}),
       .updated_rows = &updated_rows_.Add({{"table", table}}),
       .update_sequence = &update_sequence_.Add({{"table", table}}),
       .last_update_time = &last_update_time_.Add({{"table", table}}),

@@ -39,7 +39,12 @@ struct TableMetrics {
   // Answers finished OK that gRPC dropped unsent because the call's deadline passed.
   prometheus::Counter* late_answers;
   prometheus::Gauge* queue_ids;
+  // The most ids the table's queue holds (--max_queue_ids); past it, calls are shed.
+  prometheus::Gauge* queue_limit_ids;
   prometheus::Gauge* inflight_batches;
+  // GPU memory the table takes (its rows, or its host tier's cache and slot map, and its batch
+  // buffers); 0 on the CPU. Its rows' bytes are embedding_table_bytes, set by AddTable.
+  prometheus::Gauge* device_bytes;
   // Row updates (EmbeddingAdminService.UpdateRows).
   prometheus::Counter* updated_rows;      // distinct rows written
   prometheus::Gauge* update_sequence;     // the last applied sequence
@@ -60,7 +65,8 @@ class Metrics {
 
   std::shared_ptr<prometheus::Registry> registry() const { return registry_; }
 
-  // Registers a table's instances and sets its info gauges. Call once per table at start-up.
+  // Registers a table's instances and sets its info gauges (queue_limit_ids and device_bytes are
+  // left for the caller to set). Call once per table at start-up.
   TableMetrics AddTable(const std::string& table, const std::string& dtype,
                         const std::string& device, int64_t rows, int64_t dim, int64_t bytes);
 
@@ -71,6 +77,10 @@ class Metrics {
   // Bytes of answer memory held for LookUps whose answers gRPC has not yet sent or dropped
   // (service/rpc/unsent_answers.h).
   prometheus::Gauge& unsent_answer_bytes() { return unsent_answer_bytes_; }
+
+  // embedding_health_status: 1 while the server's health says SERVING, 0 otherwise (loading,
+  // draining, device lost, shutting down); kept by HealthService. 0 until set.
+  prometheus::Gauge& health_status() { return health_status_; }
 
   // Histogram buckets in seconds, 10 us to 10 s (1-2.5-5 per decade).
   static const prometheus::Histogram::BucketBoundaries& SecondsBuckets();
@@ -106,11 +116,13 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& answer_bytes_;
   prometheus::Family<prometheus::Counter>& pooled_bags_;
   prometheus::Family<prometheus::Gauge>& queue_ids_;
+  prometheus::Family<prometheus::Gauge>& queue_limit_ids_;
   prometheus::Family<prometheus::Gauge>& inflight_batches_;
   prometheus::Family<prometheus::Gauge>& table_info_;
   prometheus::Family<prometheus::Gauge>& table_rows_;
   prometheus::Family<prometheus::Gauge>& table_dim_;
   prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Family<prometheus::Gauge>& table_device_bytes_;
   prometheus::Family<prometheus::Counter>& updated_rows_;
   prometheus::Family<prometheus::Gauge>& update_sequence_;
   prometheus::Family<prometheus::Gauge>& last_update_time_;
@@ -119,6 +131,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& table_saves_;
   prometheus::Family<prometheus::Counter>& version_loads_;
   prometheus::Gauge& unsent_answer_bytes_;
+  prometheus::Gauge& health_status_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;
   prometheus::Family<prometheus::Histogram>& grpc_handling_;

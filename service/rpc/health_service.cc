@@ -92,7 +92,11 @@ class HealthService::Watcher final : public grpc::ServerWriteReactor<HealthCheck
   HealthCheckResponse response_;
 };
 
-HealthService::HealthService(std::vector<std::string> services) : services_(std::move(services)) {}
+HealthService::HealthService(std::vector<std::string> services, prometheus::Gauge* serving)
+    : services_(std::move(services)), serving_gauge_(serving) {
+  absl::MutexLock lock(&mu_);
+  Export();
+}
 
 HealthService::~HealthService() {
   absl::MutexLock lock(&mu_);
@@ -115,6 +119,7 @@ void HealthService::SetServing(bool serving) {
     return;
   }
   serving_ = serving;
+  Export();
   TellWatchers(/*last=*/false);
 }
 
@@ -122,7 +127,14 @@ void HealthService::Shutdown() {
   absl::MutexLock lock(&mu_);
   shut_down_ = true;
   serving_ = false;
+  Export();
   TellWatchers(/*last=*/true);
+}
+
+void HealthService::Export() {
+  if (serving_gauge_ != nullptr) {
+    serving_gauge_->Set(serving_ ? 1 : 0);
+  }
 }
 
 void HealthService::TellWatchers(bool last) {

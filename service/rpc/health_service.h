@@ -5,7 +5,8 @@
 // This one starts NOT_SERVING. Every name it knows ("" for the whole server, plus the names given)
 // shares one status: the server is ready or it is not. Unknown names get NOT_FOUND (Check) or
 // SERVICE_UNKNOWN (Watch), as the health protocol says. Shutdown() ends the Watch streams, so that
-// they do not hold the server's shutdown until its deadline. Thread-safe.
+// they do not hold the server's shutdown until its deadline. The status is also exported as a
+// gauge, 1 for SERVING and 0 for NOT_SERVING (embedding_health_status, Metrics). Thread-safe.
 #ifndef EMB_SERVICE_RPC_HEALTH_SERVICE_H_
 #define EMB_SERVICE_RPC_HEALTH_SERVICE_H_
 
@@ -17,13 +18,15 @@
 #include "absl/synchronization/mutex.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "prometheus/gauge.h"
 
 namespace emb::service {
 
 class HealthService final : public grpc::health::v1::Health::CallbackService {
  public:
-  // Knows "" and `services`, all NOT_SERVING.
-  explicit HealthService(std::vector<std::string> services);
+  // Knows "" and `services`, all NOT_SERVING. `serving`, where given, is set to 1 while they are
+  // SERVING and 0 otherwise (0 from here on), and must outlive the service.
+  explicit HealthService(std::vector<std::string> services, prometheus::Gauge* serving = nullptr);
   // Shutdown() must have run and every Watch call must have ended (the gRPC server is down).
   ~HealthService() override;
 
@@ -48,8 +51,11 @@ class HealthService final : public grpc::health::v1::Health::CallbackService {
   // Sends every Watch stream its service's status; with `last`, each ends after it.
   void TellWatchers(bool last) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Forget(Watcher* watcher);
+  // serving_ changed: the gauge follows.
+  void Export() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const std::vector<std::string> services_;
+  prometheus::Gauge* const serving_gauge_;
   mutable absl::Mutex mu_;
   bool serving_ ABSL_GUARDED_BY(mu_) = false;
   bool shut_down_ ABSL_GUARDED_BY(mu_) = false;

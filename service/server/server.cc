@@ -147,7 +147,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   server->metrics_ = std::make_unique<Metrics>();
   server->service_ = std::make_unique<EmbeddingServiceImpl>(config.limits, server->metrics_.get());
 
-  server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName});
+  server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName},
+                                                    &server->metrics_->health_status());
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   ASSIGN_OR_RETURN(GrpcPortCredentials port_credentials,
                    MakeGrpcPortCredentials(config.tls_cert, config.tls_key, config.tls_client_ca));
@@ -218,6 +219,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   }
   server->exposer_->RegisterCollectable(server->metrics_->registry());
   server->scrape_metrics_ = std::make_shared<ScrapeTimeMetrics>();
+  server->device_loss_ =
+      std::make_unique<DeviceLossMetrics>(device.name(), *server->scrape_metrics_);
   if (device.cuda) {
     auto memory = [device](bool used) {
       return [device, used]() -> std::optional<double> {
@@ -349,6 +352,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
     SetNotServing();  // before the report, which ends the process
+    device_loss_->SetLost(why);
+    device_loss_->WaitUntilScraped();  // so that Prometheus records the loss
     report(why);
   };
   answer_pool_ =
@@ -425,6 +430,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
     TableMetrics tm =
         metrics_->AddTable(table.name, DataTypeName(table.dtype), table.device, table.rows,
                            table.dim, static_cast<int64_t>(table.bytes()));
+    tm.queue_limit_ids->Set(static_cast<double>(config.batcher.max_queue_ids));
+    tm.device_bytes->Set(static_cast<double>(table.device_bytes));
     ServedTable served;
     batcher_options.initial_sequence = source.sequence();
     tm.update_sequence->Set(static_cast<double>(source.sequence()));

@@ -20,6 +20,7 @@
 #include "prometheus/exposer.h"
 #include "service/batch/answer_buffer.h"
 #include "service/batch/batcher.h"
+#include "service/metrics/device_loss_metrics.h"
 #include "service/metrics/metrics.h"
 #include "service/metrics/scrape_time_metrics.h"
 #include "service/rpc/active_calls.h"
@@ -139,6 +140,7 @@ class EmbeddingServer {
   std::unique_ptr<Metrics> metrics_;
   // Before exposer_, so that it outlives the exposer's scrapes.
   std::shared_ptr<ScrapeTimeMetrics> scrape_metrics_;
+  std::unique_ptr<DeviceLossMetrics> device_loss_;  // read by scrape_metrics_'s scrapes
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
   std::unique_ptr<grpc::Server> server_;

@@ -1,8 +1,10 @@
 #include "service/metrics/metrics.h"
 
 #include <algorithm>
+#include <string>
 
 #include "gtest/gtest.h"
+#include "prometheus/text_serializer.h"
 
 namespace emb::service {
 namespace {
@@ -22,6 +24,28 @@ TEST(Metrics, StageBucketsResolveMicrosecondsAndKeepEveryCoarseBound) {
     if (stage[i - 1] >= 4e-6) {
       EXPECT_LE(stage[i] / stage[i - 1], 1.25 + 1e-9) << stage[i];
     }
+  }
+}
+
+// The gauges that say what the alerts would otherwise have to guess: health, and per table its
+// queue's limit and the memory it takes.
+TEST(Metrics, ExportsHealthQueueLimitAndTableBytes) {
+  Metrics metrics;
+  TableMetrics table = metrics.AddTable("items", "float32", "cuda:0", 1000, 16, 64000);
+  table.queue_limit_ids->Set(1048576);
+  table.device_bytes->Set(70000);
+  metrics.health_status().Set(1);
+  const std::string text = prometheus::TextSerializer().Serialize(metrics.registry()->Collect());
+  for (const std::string line : {
+           "embedding_health_status 1",
+           "embedding_queue_limit_ids{table=\"items\"} 1048576",
+           "embedding_table_bytes{table=\"items\"} 64000",
+           "embedding_table_device_bytes{table=\"items\"} 70000",
+           "# TYPE embedding_health_status gauge",
+           "# TYPE embedding_queue_limit_ids gauge",
+           "# TYPE embedding_table_device_bytes gauge",
+       }) {
+    EXPECT_NE(text.find("\n" + line + "\n"), std::string::npos) << line << "\n" << text;
   }
 }
 
