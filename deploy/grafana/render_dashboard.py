@@ -172,17 +172,18 @@ def draw_heatmap(ax, result):
 
 
 def draw_table(ax, url, exprs):
-    """Instant values merged by (pod, table), as the panel's merge transformation does. Returns
-    the rows drawn."""
+    """Instant values merged by (pod, table), as the panel's merge transformation does, a column
+    per query named by its legend (the panel's organize transformation; the query without one
+    gives the labels dtype and device). Returns the rows drawn."""
     rows = {}
-    names = ["value", "rows", "dim", "bytes"]
-    for (expr, _), name in zip(exprs, names):
+    for expr, name in exprs:
         for s in api(url, "query", query=expr)["result"]:
             key = (s["metric"].get("pod", ""), s["metric"].get("table", ""))
             row = rows.setdefault(key, {"pod": key[0], "table": key[1]})
             row.update({k: v for k, v in s["metric"].items() if k in ("dtype", "device")})
-            row[name] = s["value"][1]
-    columns = ["pod", "table", "dtype", "device", "rows", "dim", "bytes"]
+            if name:
+                row[name] = s["value"][1]
+    columns = ["pod", "table", "dtype", "device"] + [name for _, name in exprs if name]
     ax.axis("off")
     if rows:
         ax.table(cellText=[[r.get(c, "") for c in columns] for r in rows.values()],

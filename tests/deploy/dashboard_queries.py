@@ -6,8 +6,8 @@ prometheus-adapter's rule.
 Polls until all do or the deadline passes.
 
 Metrics this server cannot export (NOT_HERE: a GPU server's device memory, the host tier's cache
-of a GPU table larger than its GPU memory, dcgm-exporter's GPU utilisation) leave their queries
-empty here. Such a query is checked otherwise, and only while
+of a GPU table larger than its GPU memory, the error that lost a GPU, dcgm-exporter's GPU
+utilisation) leave their queries empty here. Such a query is checked otherwise, and only while
 the live server lacks the metric: the live Prometheus must accept it; each of its metric names
 must be one the server exports or one of NOT_HERE (whose embedding_* names must be defined in
 service/); and `promtool test rules` evaluates it on synthetic series, the NOT_HERE metrics with
@@ -35,8 +35,8 @@ import render_dashboard as rd  # noqa: E402
 RATE_INTERVAL = "10s"  # ten 1 s scrapes (Grafana: at least four scrape intervals)
 SERVICE_DIR = os.path.join(HERE, "../../service")
 
-# Metrics the dashboard charts that a CPU server (with no host tier) without dcgm-exporter has no
-# series of:
+# Metrics the dashboard charts that a CPU server (with no host tier, never losing a GPU) without
+# dcgm-exporter has no series of:
 # name -> (why, [the metric's own label sets, as its exporter gives them, for synthetic series]).
 # dcgm-exporter's pod label: `pod` where it is scraped with honorLabels, `exported_pod` where the
 # target's own pod label (dcgm-exporter's pod) took `pod`; both are tried, and a GPU of another
@@ -55,6 +55,9 @@ NOT_HERE = {
     "embedding_cache_rows": (HOST_TIER, HOST_TIER_TABLE),
     "embedding_cache_capacity_rows": (HOST_TIER, HOST_TIER_TABLE),
     "embedding_host_read_bytes_total": (HOST_TIER, HOST_TIER_TABLE),
+    "embedding_device_lost_error_info": (
+        "after a lost GPU only (service/metrics/device_loss_metrics.h)",
+        [{"device": "cuda:0", "error": "cudaErrorIllegalAddress"}]),
     "DCGM_FI_DEV_GPU_UTIL": ("NVIDIA dcgm-exporter, not the server", [DCGM_GPU]),
 }
 # The label that carries the GPU's pod in dcgm-exporter's series, one synthetic case each.
