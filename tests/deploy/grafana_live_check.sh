@@ -7,7 +7,8 @@
 # first version, refused a missing one and unpinned after each of those streams
 # (`embedding-client save`, `pin`, `unpin`: SaveTable and LoadVersion); every panel query
 # returns data (dashboard_queries.py; those of metrics a CPU server lacks, on synthetic series),
-# so do the recording rules and the prometheus-adapter rule, and render_dashboard.py draws the
+# so do the recording rules and the prometheus-adapter rule; the server's own state (health, device
+# lost, queue limits, table bytes) is in Prometheus as it is; and render_dashboard.py draws the
 # panels from it. The picture's text chunk must list the dashboard's panels and queries, and so
 # must docs/dashboard.png's (dashboard_png.py): a change of the dashboard fails here until the
 # picture is redrawn.
@@ -97,6 +98,38 @@ done
   "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" 40 ||
   { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; tail -5 "$WORK/update.log"
     tail -5 "$WORK/versions.log"; fail "see above"; }
+# What the server says of itself, as Prometheus scraped it (the alerts read these as they are):
+# serving, its device not lost, each table's queue limit the flag's default and its bytes its rows'.
+"$PY" - "http://127.0.0.1:$PROM_PORT" "$ROOT/deploy/grafana" <<'PY' || fail "the server's state in Prometheus (above)"
+import sys
+url, grafana = sys.argv[1:]
+sys.path.insert(0, grafana)
+import render_dashboard as rd
+want = {
+    'embedding_health_status{job="embedding-server"}': {(): 1},
+    'embedding_device_lost{job="embedding-server"}': {("cpu",): 0},
+    'embedding_queue_limit_ids{job="embedding-server"}': {("demo",): 1048576, ("items",): 1048576},
+    'embedding_table_bytes{job="embedding-server"}': {("demo",): 20000 * 32 * 4,
+                                                      ("items",): 1000 * 32 * 4},
+    'embedding_table_device_bytes{job="embedding-server"}': {("demo",): 0, ("items",): 0},
+}
+failed = False
+for expr, values in want.items():
+    got = {tuple(v for k, v in sorted(s["metric"].items()) if k in ("device", "table")):
+           float(s["value"][1]) for s in rd.api(url, "query", query=expr)["result"]}
+    if got != values:
+        print(f"FAIL: {expr}: {got}, expected {values}", file=sys.stderr)
+        failed = True
+# None of the alerts on them is pending or firing.
+alerts = rd.api(url, "query", query='ALERTS{alertname=~"EmbeddingServer(NotReady|DeviceLost|'
+                'Restarted)"}')["result"]
+if alerts:
+    print(f"FAIL: alerts pending or firing: {alerts}", file=sys.stderr)
+    failed = True
+if failed:
+    sys.exit(1)
+print("Prometheus has the server's health, device, queue limits and table bytes as they are")
+PY
 "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$WORK/dashboard.png" \
   --minutes=0.5 --rate_interval=10s || fail "render_dashboard.py failed"
 [[ -s $WORK/dashboard.png ]] || fail "render_dashboard.py wrote no PNG"
