@@ -1,7 +1,7 @@
 """Checks what the rendered manifests promise beyond their schemas (tests/deploy/k8s_render_check.sh).
 
-  k8s_facts.py GPU.yaml GPU_FULL_POOL.yaml CPU.yaml HARDENED.yaml ADAPTER.yaml RULES.yml \
-              NGHTTPX.conf OPERATIONS.md
+  k8s_facts.py GPU.yaml GPU_FULL_POOL.yaml CPU.yaml HARDENED.yaml SHARDED.yaml ADAPTER.yaml \
+              RULES.yml NGHTTPX.conf OPERATIONS.md
 
 Each overlay: the device flag and GPU resource, the probes, the rollout deadline against the
 startup probe's budget, the rollout strategy (a surge pod, or on gpu-full-pool none), the zone and
@@ -11,8 +11,12 @@ PodMonitor's port, and the PrometheusRule equal to deploy/prometheus's rules. Th
 ConfigMap is the one docs/operations.md tells the Helm chart to read. The hardened
 overlay (the cpu one behind the nghttpx sidecar) also: the sidecar, its config equal to
 deploy/proxy/nghttpx.conf, and the ports that config, the containers, the probes, the Services
-and the NetworkPolicy agree on.
+and the NetworkPolicy agree on. The sharded overlay: each shard as an overlay of its own (its
+Services one headless with the metrics port), passed --shard=K/N, its Service, PodDisruptionBudget,
+PodMonitor and spread selecting its pods only, the shards alike but for their index, one
+PrometheusRule for all, and the Service names the addresses docs/operations.md gives.
 """
+import json
 import re
 import sys
 
@@ -55,15 +59,17 @@ def flags_of(objs):
     return flags, data
 
 
-def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_name="grpc"):
-    """`grpc_port`: the server's gRPC port (the hardened overlay moves it behind the proxy)."""
+def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_name="grpc",
+                  sharded=False):
+    """`grpc_port`: the server's gRPC port (the hardened overlay moves it behind the proxy).
+    `sharded`: `objs` are one shard's (and the PrometheusRule), whose one Service is headless."""
     deploy = one(objs, "Deployment")
     pod = deploy["spec"]["template"]["spec"]
     [c] = pod["containers"]
     flags, _ = flags_of(objs)
     res = c["resources"]
     gpus = res.get("limits", {}).get("nvidia.com/gpu")
-    if name.startswith("gpu"):  # the hardened overlay is the cpu one behind the proxy
+    if name.startswith("gpu") or sharded:  # hardened is the cpu one behind the proxy
         check(gpus == 1 and res["requests"].get("nvidia.com/gpu") == 1, "gpu: nvidia.com/gpu: 1")
         check(flags.get("device") == "cuda", f"gpu: --device={flags.get('device')}, want cuda")
     else:
@@ -140,11 +146,17 @@ def check_overlay(name, objs, rules, adapter_metric, grpc_port=50051, grpc_port_
 
     services = [o for o in objs if o["kind"] == "Service"]
     headless = [s for s in services if s["spec"].get("clusterIP") == "None"]
-    cluster_ip = [s for s in services if s["spec"].get("type") == "ClusterIP"]
-    check(len(headless) == 1 and len(cluster_ip) == 1, f"{name}: a ClusterIP and a headless Service")
+    cluster_ip = [s for s in services if s["spec"].get("clusterIP") != "None"]
+    if sharded:
+        check(len(headless) == 1 and not cluster_ip, f"{name}: one Service, headless")
+    else:
+        check(len(headless) == 1 and len(cluster_ip) == 1,
+              f"{name}: a ClusterIP and a headless Service")
     for s in services:
-        check(all(p.get("appProtocol") == "grpc" and p["port"] == 50051 for p in s["spec"]["ports"]),
-              f"{name}: Service {s['metadata']['name']} ports are 50051 with appProtocol grpc")
+        # A shard's Service also names the metrics port, for what scrapes through Services.
+        want = {"grpc": (50051, "grpc")} | ({"metrics": (9464, "http")} if sharded else {})
+        got = {p["name"]: (p["port"], p.get("appProtocol")) for p in s["spec"]["ports"]}
+        check(got == want, f"{name}: Service {s['metadata']['name']} ports {got}, want {want}")
         check(s["spec"]["selector"].items() <= pod_labels(deploy).items(),
               f"{name}: Service {s['metadata']['name']} selects the pods")
 
@@ -250,6 +262,77 @@ def check_front(objs, conf_text):
           f"not the server's {back_port}")
 
 
+SHARD_LABEL = "embedding.shard"
+
+
+def check_sharded(objs, rules, adapter_metric, operations):
+    """The sharded overlay: shards 0..N-1, each an overlay of its own that serves its rows and
+    selects its own pods only, alike but for the index; one PrometheusRule for all of them."""
+    name = "sharded"
+    deploys = sorted((o for o in objs if o["kind"] == "Deployment"),
+                     key=lambda d: d["metadata"]["name"])
+    n = len(deploys)
+    check(n >= 2, f"{name}: {n} shards")
+    check([d["metadata"]["name"] for d in deploys]
+          == sorted(f"embedding-server-shard-{k}" for k in range(n)),
+          f"{name}: Deployments {[d['metadata']['name'] for d in deploys]}, want "
+          f"embedding-server-shard-0 to -{n - 1}")
+    rule = one(objs, "PrometheusRule")  # the same rules twice would record each series twice
+    check(rule["metadata"]["name"] == "embedding-server", f"{name}: the PrometheusRule's name")
+    alike = {}
+    for k in range(n):
+        shard = [o for o in objs if o["metadata"].get("labels", {}).get(SHARD_LABEL) == str(k)]
+        kinds = sorted(o["kind"] for o in shard)
+        want = ["ConfigMap", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget",
+                "PodMonitor", "Service"]
+        check(kinds == want, f"{name}: shard {k} has {kinds}, want one each of {want}")
+        if kinds != want:
+            continue
+        check_overlay(f"{name} shard {k}", shard + [rule], rules, adapter_metric, sharded=True)
+        deploy = one(shard, "Deployment")
+        pod = deploy["spec"]["template"]["spec"]
+        [c] = pod["containers"]
+        check(pod_labels(deploy).get(SHARD_LABEL) == str(k), f"{name}: shard {k}'s pods' label")
+        # --shard=K/N reaches the server: an argument from the flags ConfigMap's `shard` key.
+        _, data = flags_of(shard)
+        env = {e["name"]: e.get("valueFrom", {}).get("configMapKeyRef", {}) for e in c["env"]}
+        [arg] = [a for a in c["args"] if a.startswith("--shard=")] or [""]
+        var = re.fullmatch(r"--shard=\$\((\w+)\)", arg)
+        ref = env.get(var[1]) if var else None
+        flags_map = pod["volumes"][[v["name"] for v in pod["volumes"]].index("flags")]
+        check(ref is not None and ref["key"] == "shard"
+              and ref["name"] == flags_map["configMap"]["name"] and data.get("shard") == f"{k}/{n}",
+              f"{name}: shard {k} is passed --shard={data.get('shard')}, want {k}/{n}")
+        # Each shard's objects select its own pods only: not another shard's replicas.
+        selectors = {"Deployment": deploy["spec"]["selector"]["matchLabels"]}
+        for o in shard:
+            if o["kind"] in ("Service", "PodDisruptionBudget", "PodMonitor"):
+                selector = o["spec"]["selector"]
+                selectors[o["kind"]] = selector.get("matchLabels", selector)
+        for t in pod.get("topologySpreadConstraints", []):
+            selectors["spread over " + t["topologyKey"]] = t["labelSelector"]["matchLabels"]
+        for what, selector in selectors.items():
+            check(selector.get(SHARD_LABEL) == str(k), f"{name}: shard {k}'s {what} selects "
+                  f"{selector}, not only that shard's pods")
+        service = one(shard, "Service")["metadata"]["name"]
+        check(service == f"embedding-server-shard-{k}",
+              f"{name}: shard {k}'s Service {service}, want embedding-server-shard-{k}")
+        relabel = one(shard, "PodMonitor")["spec"]["podMetricsEndpoints"][0]["relabelings"]
+        check({"action": "replace", "targetLabel": "shard",
+               "sourceLabels": ["__meta_kubernetes_pod_label_embedding_shard"]} in relabel,
+              f"{name}: shard {k}'s series do not carry a shard label")
+        hpa = one(shard, "HorizontalPodAutoscaler")
+        check(hpa["spec"].get("minReplicas", 1) >= 2, f"{name}: shard {k}: fewer than 2 replicas")
+        # The shards alike but for their index (and the ConfigMap's hash, of its `shard` key).
+        text = json.dumps(shard, sort_keys=True)
+        text = re.sub(r"-shard-%d(-[a-z0-9]{10})?\b" % k, "-shard-K", text)
+        text = text.replace(f'"{SHARD_LABEL}": "{k}"', f'"{SHARD_LABEL}": "K"')
+        alike[k] = text.replace(f'"shard": "{k}/{n}"', '"shard": "K/N"')
+    check(len(set(alike.values())) == 1, f"{name}: the shards differ beyond their index")
+    check("dns:///embedding-server-shard-0.embedding.svc.cluster.local:50051" in operations,
+          f"{name}: docs/operations.md does not give shard 0's address as its Service names it")
+
+
 def check_adapter(adapter, operations):
     """The adapter's ConfigMap is what docs/operations.md has the Helm chart read (rules.existing),
     in its namespace, under the key an adapter's --config reads."""
@@ -262,16 +345,19 @@ def check_adapter(adapter, operations):
 
 
 def main():
-    gpu, gpu_full_pool, cpu, hardened, adapter, rules_path, conf_path, operations = sys.argv[1:]
+    gpu, gpu_full_pool, cpu, hardened, sharded, adapter, rules_path, conf_path, operations = (
+        sys.argv[1:])
     rules = yaml.safe_load(open(rules_path))
     config = yaml.safe_load(one(load(adapter), "ConfigMap")["data"]["config.yaml"])
     [adapter_metric] = [r["name"]["as"] for r in config["rules"]]
-    check_adapter(load(adapter), open(operations).read())
+    operations = open(operations).read()
+    check_adapter(load(adapter), operations)
     check_overlay("gpu", load(gpu), rules, adapter_metric)
     check_overlay("gpu-full-pool", load(gpu_full_pool), rules, adapter_metric)
     check_overlay("cpu", load(cpu), rules, adapter_metric)
     check_overlay("hardened", load(hardened), rules, adapter_metric, 50052, "grpc-direct")
     check_front(load(hardened), open(conf_path).read())
+    check_sharded(load(sharded), rules, adapter_metric, operations)
     for f in failures:
         print(f"FAIL: {f}", file=sys.stderr)
     if failures:
@@ -279,7 +365,8 @@ def main():
     print("rendered overlays: device, probes, rollout deadline and strategy, spread, images, "
           "grace period, security, Services, HPA, PodMonitor and PrometheusRule as promised; the "
           "adapter's ConfigMap as documented; the hardened one's proxy sidecar, config, ports and "
-          "NetworkPolicy agree")
+          "NetworkPolicy agree; the sharded one's shards each serve and select their own rows and "
+          "pods, alike but for their index, under one PrometheusRule")
 
 
 main()
