@@ -96,7 +96,12 @@ grpc::ChannelArguments DefaultChannelArguments(int connection_id) {
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const std::optional<TlsOptions>& tls,
                                              int connection_id) {
-  grpc::ChannelArguments args = DefaultChannelArguments(connection_id);
+  return CreateChannel(target, tls, DefaultChannelArguments(connection_id));
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const std::optional<TlsOptions>& tls,
+                                             grpc::ChannelArguments args) {
   if (!tls.has_value()) {
     return grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   }
@@ -269,6 +274,11 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.host_tier = t.host_tier();
     info.cache_rows = t.cache_rows();
     info.device_bytes = t.device_bytes();
+    info.shard_index = t.shard_index();
+    info.shard_count = t.shard_count();
+    info.first_row = t.first_row();
+    // A server from before shards had no whole_rows: its table is whole.
+    info.whole_rows = t.whole_rows() > 0 ? t.whole_rows() : t.rows();
     tables.push_back(std::move(info));
   }
   return tables;

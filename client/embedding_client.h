@@ -69,6 +69,13 @@ struct TableInfo {
   int64_t cache_rows = 0;
   // GPU memory the table takes (its rows, or its cache, and its batch buffers); 0 on the CPU.
   int64_t device_bytes = 0;
+  // A shard (the server's --shard): shard shard_index of shard_count, holding rows first_row ..
+  // first_row + rows - 1 of the whole table's whole_rows; ids stay global. Not a shard:
+  // shard_count 0, first_row 0, whole_rows == rows.
+  int shard_index = 0;
+  int shard_count = 0;
+  int64_t first_row = 0;
+  int64_t whole_rows = 0;
 };
 
 // How a LookUp combines the rows of each bag of ids (embedding.v1.Pooling, same values).
@@ -133,6 +140,12 @@ struct TlsOptions {
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const std::optional<TlsOptions>& tls,
                                              int connection_id = -1);
+
+// The same with channel arguments of the caller's (DefaultChannelArguments() and more, such as a
+// service config).
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
+                                             const std::optional<TlsOptions>& tls,
+                                             grpc::ChannelArguments args);
 
 // CreateChannel(target, std::nullopt, connection_id).
 std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target,

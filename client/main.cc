@@ -21,6 +21,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
@@ -36,6 +37,7 @@
 #include "client/bench/ghz_config.h"
 #include "client/embedding_client.h"
 #include "client/npy_file.h"
+#include "client/sharded_client.h"
 #include "kernels/data_type.h"
 #include "service/common/flags_usage.h"
 
@@ -64,6 +66,10 @@ std::string AbslUnparseFlag(FlagDuration d) { return absl::FormatDuration(d.valu
 using emb::client::FlagDuration;
 
 ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
+ABSL_FLAG(std::vector<std::string>, shards, {},
+          "lookup: the targets of a sharded table's servers (--shard=K/N), shard 0 first, "
+          "e.g. dns:///emb-shard-0.ns.svc:50051,dns:///emb-shard-1.ns.svc:50051; each shard's "
+          "replicas are balanced round_robin and UNAVAILABLE is retried. Replaces --target.");
 ABSL_FLAG(
     FlagDuration, timeout, FlagDuration{absl::Seconds(5)},
     "Deadline of each call (update, replay: of its whole stream; save: of the whole write, and "
@@ -181,7 +187,8 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
     "                   (put negative ids after --, e.g. lookup -- -1); with --pooling=sum|mean\n"
-    "                   one row per bag (--offsets, --lengths, or the last axis of --shape)\n"
+    "                   one row per bag (--offsets, --lengths, or the last axis of --shape);\n"
+    "                   with --shards, from a table split over servers (not pooled)\n"
     "  tables           list the server's tables (dtype int8_rowwise or int4_rowwise for a\n"
     "                   quantized one; bytes: what its rows take; where: device, or host+cache\n"
     "                   N rows for a GPU table in the host tier)\n"
@@ -384,7 +391,11 @@ int Fail(absl::string_view command, const absl::Status& status) {
   return 1;
 }
 
-int LookUpCommand(EmbeddingClient& client, const std::vector<std::string>& args) {
+// One LookUp: EmbeddingClient's, or ShardedClient's over --shards.
+using LookUpCall =
+    absl::FunctionRef<absl::StatusOr<LookUpResult>(const LookUpRequestSpec&, absl::Duration)>;
+
+int LookUpCommand(LookUpCall look_up, const std::vector<std::string>& args) {
   LookUpRequestSpec spec;
   spec.table = absl::GetFlag(FLAGS_table);
   if (absl::Status s = ParseIds(args, &spec.ids); !s.ok()) {
@@ -410,7 +421,7 @@ int LookUpCommand(EmbeddingClient& client, const std::vector<std::string>& args)
   if (absl::Status s = PoolingFromFlags(&spec); !s.ok()) {
     return Fail("lookup", s);
   }
-  absl::StatusOr<LookUpResult> result = client.LookUp(spec, absl::GetFlag(FLAGS_timeout).value);
+  absl::StatusOr<LookUpResult> result = look_up(spec, absl::GetFlag(FLAGS_timeout).value);
   if (!result.ok()) {
     return Fail("lookup", result.status());
   }
@@ -445,9 +456,13 @@ int TablesCommand(EmbeddingClient& client) {
                                                   "WHERE", "DEFAULT", "VERSION", "PINNED",
                                                   "SEQUENCE", "UPDATED_ROWS"}};
   for (const TableInfo& t : *tables) {
-    // Where the rows are: on the device (host memory for the CPU), or in the host tier.
-    const std::string where =
-        t.host_tier ? absl::StrCat("host+cache ", t.cache_rows, " rows") : "device";
+    // Where the rows are: on the device (host memory for the CPU), or in the host tier; and for
+    // a shard, which of the whole table's rows it holds.
+    std::string where = t.host_tier ? absl::StrCat("host+cache ", t.cache_rows, " rows") : "device";
+    if (t.shard_count > 0) {
+      absl::StrAppend(&where, " (shard ", t.shard_index, "/", t.shard_count, ": rows ", t.first_row,
+                      "..", t.first_row + t.rows - 1, " of ", t.whole_rows, ")");
+    }
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
                      absl::StrCat(t.bytes), t.device, where, t.is_default ? "yes" : "no",
                      absl::StrCat(t.version), t.version_pinned ? "yes" : "no",
@@ -1001,10 +1016,25 @@ int Main(int argc, char** argv) {
   if (command == "pin" || command == "unpin") {
     return PinCommand(command, args);
   }
+  if (const std::vector<std::string> shards = absl::GetFlag(FLAGS_shards); !shards.empty()) {
+    if (command != "lookup") {
+      return Fail(command, absl::InvalidArgumentError("--shards is for lookup only"));
+    }
+    absl::StatusOr<std::unique_ptr<ShardedClient>> sharded =
+        ShardedClient::Connect(shards, ShardedClientOptions{*tls});
+    if (!sharded.ok()) {
+      return Fail(command, sharded.status());
+    }
+    return LookUpCommand([&](const LookUpRequestSpec& spec,
+                             absl::Duration timeout) { return (*sharded)->LookUp(spec, timeout); },
+                         args);
+  }
   std::unique_ptr<EmbeddingClient> client =
       EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);
   if (command == "lookup") {
-    return LookUpCommand(*client, args);
+    return LookUpCommand([&](const LookUpRequestSpec& spec,
+                             absl::Duration timeout) { return client->LookUp(spec, timeout); },
+                         args);
   }
   if (command == "tables") {
     if (!args.empty()) {

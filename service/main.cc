@@ -49,6 +49,10 @@ ABSL_FLAG(std::string, default_table, "",
 ABSL_FLAG(std::string, demo_table, "100000x128",
           "ROWSxDIM of the seeded float32 demo table served when no --table is given.");
 ABSL_FLAG(uint64_t, demo_seed, 42, "Seed of the demo table's values (uniform in [-1, 1)).");
+ABSL_FLAG(std::string, shard, "",
+          "K/N: serve only shard K (from 0) of N of every table's rows (a table's own shard= "
+          "option wins): the contiguous block of ceil(rows / N) rows from K * ceil(rows / N). "
+          "Ids stay global; ids of other shards are OUT_OF_RANGE. Empty: whole tables.");
 ABSL_FLAG(std::string, grpc_address, "0.0.0.0:50051", "Address for gRPC (port 0: any free port).");
 ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Address for the Prometheus /metrics endpoint (port 0: any free port).");
@@ -279,6 +283,13 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
                                                    ": expected ROWSxDIM, e.g. 100000x128"));
   }
   c.demo_seed = absl::GetFlag(FLAGS_demo_seed);
+  if (const std::string shard = absl::GetFlag(FLAGS_shard); !shard.empty()) {
+    absl::StatusOr<emb::service::ShardSpec> spec = emb::service::ParseShardSpec(shard, "--shard");
+    if (!spec.ok()) {
+      return spec.status();
+    }
+    c.shard = *spec;
+  }
   c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   c.device = absl::GetFlag(FLAGS_device);

@@ -10,6 +10,9 @@ rows), round robin over --requests distinct calls, after a warm-up run that fill
 Printed per server and concurrency: calls/s, ids/s, p50 and p99, the cache's hit rate over the
 measured run (from /metrics), and calls/s against the GPU table's.
 
+With --table=PATH (a float32 .npy) and --gpu-budget=BYTES, one server instead: that file's table
+under that budget, host tier only (the 40 GiB table with a 4 GiB budget of docs/benchmarks.md).
+
 Usage (a bundle with the server and ghz; scripts/gpu-check runs it):
   python3 bench/host_tier/host_tier_service_benchmark.py --server .gpu/embedding-server \
       --ghz .gpu/ghz --device cuda:0 [--out results.md]
@@ -65,7 +68,11 @@ def main():
     p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--duration", type=int, default=10)
     p.add_argument("--out", default="")
+    p.add_argument("--table", default="", help="a float32 .npy to serve instead of a demo table")
+    p.add_argument("--gpu-budget", type=int, default=0, help="with --table: its GPU budget, bytes")
     a = p.parse_args()
+    if a.table:
+        a.rows, a.dim = np.load(a.table, mmap_mode="r").shape
 
     rng = np.random.default_rng(1)
     ids, cdf = power_law_ids(a.rows, a.exponent, a.requests * a.batch * a.seq, rng)
@@ -81,10 +88,14 @@ def main():
         "table in GPU memory": [],
         f"budget {a.fraction:g} of the table (host tier)": [f"--gpu_memory_budget={budget}"],
     }
+    table_args = [f"--demo_table={a.rows}x{a.dim}"]
+    if a.table:
+        servers = {f"{a.table}, GPU budget {a.gpu_budget / 2**30:g} GiB (host tier)": []}
+        table_args = [f"--table=bench={a.table},gpu_budget={a.gpu_budget}"]
     results = []
     for name, extra in servers.items():
         log = tempfile.NamedTemporaryFile(suffix=".log", delete=False).name
-        server = Server(a.server, [f"--demo_table={a.rows}x{a.dim}", f"--device={a.device}",
+        server = Server(a.server, table_args + [f"--device={a.device}",
                                    "--max_request_ids=65536", "--max_response_bytes=268435456"]
                         + extra, log)
         try:

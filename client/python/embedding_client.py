@@ -44,8 +44,11 @@ A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILA
 """
 
 import collections
+import json
 import numbers
 import queue
+import threading
+import time
 
 import grpc
 import numpy as np
@@ -76,11 +79,11 @@ def _pem(value):
         return f.read()
 
 
-def _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name):
-    """A channel to `target` without message size limits: TLS if `tls` (None: if any tls_*
-    argument is given), else plaintext."""
+def _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name, extra_options=()):
+    """A channel to `target` without message size limits, and with `extra_options`: TLS if
+    `tls` (None: if any tls_* argument is given), else plaintext."""
     options = [("grpc.max_receive_message_length", -1),
-               ("grpc.max_send_message_length", -1)]
+               ("grpc.max_send_message_length", -1)] + list(extra_options)
     if tls is None:
         tls = any(a is not None for a in (tls_ca, tls_cert, tls_key, tls_server_name))
     if not tls:
@@ -121,6 +124,21 @@ def _vector(name, values, integer):
                          % (name, "integers" if integer else "numbers", array.dtype,
                             array.shape))
     return array.astype(np.int64 if integer else np.float32).tolist()
+
+
+def _answer_rows(response):
+    """A LookUpResponse's elements as a new, writable 1-D numpy array (bfloat16 widened to
+    float32, exactly)."""
+    name = _BY_ENUM.get(response.dtype)
+    if name is None:  # quantized types are tables' only
+        raise RuntimeError("the server answered with dtype %s"
+                           % _TABLE_DTYPES.get(response.dtype, response.dtype))
+    # frombuffer views the message's immutable bytes (a read-only array): every dtype is
+    # copied out once, so each answer owns its memory and is writable.
+    rows = np.frombuffer(response.embeddings, dtype=_DTYPES[name][1])
+    if name == "bfloat16":
+        return (rows.astype(np.uint32) << 16).view(np.float32)
+    return rows.astype(rows.dtype.newbyteorder("="), copy=True)
 
 
 class EmbeddingClient:
@@ -182,17 +200,7 @@ class EmbeddingClient:
         if weights is not None:
             request.weights.extend(_vector("weights", weights, integer=False))
         response = self._stub.LookUp(request, timeout=timeout or self._timeout)
-        name = _BY_ENUM.get(response.dtype)
-        if name is None:  # quantized types are tables' only
-            raise RuntimeError("the server answered with dtype %s"
-                               % _TABLE_DTYPES.get(response.dtype, response.dtype))
-        # frombuffer views the message's immutable bytes (a read-only array): every dtype is
-        # copied out once, so each answer owns its memory and is writable.
-        rows = np.frombuffer(response.embeddings, dtype=_DTYPES[name][1])
-        if name == "bfloat16":
-            rows = (rows.astype(np.uint32) << 16).view(np.float32)
-        else:
-            rows = rows.astype(rows.dtype.newbyteorder("="), copy=True)
+        rows = _answer_rows(response)
         dim = response.shape[-1]
         if pooling is not None:
             # The server's shape: [bags, dim], or ids.shape[:-1] + [dim].
@@ -202,7 +210,8 @@ class EmbeddingClient:
 
     def list_tables(self, timeout=None):
         """[{name, rows, dim, dtype, bytes, device, is_default, sequence, updated_rows, version,
-        version_pinned, host_tier, cache_rows, device_bytes}, ...],
+        version_pinned, host_tier, cache_rows, device_bytes, shard_index, shard_count,
+        first_row, whole_rows}, ...],
         the default table first. dtype: "float32", "float16", "bfloat16", or "int8_rowwise" or
         "int4_rowwise" for a quantized table; bytes: what its rows take where they live.
         sequence: the last one UpdateRows applied to the table (0: none
@@ -213,14 +222,18 @@ class EmbeddingClient:
         version is pinned (load_version of a given version), which polling leaves alone.
         host_tier: whether the table's rows are in pinned host memory with a GPU cache of
         cache_rows of them (a GPU table larger than the GPU memory it may use); device_bytes: the
-        GPU memory the table takes (0 on the CPU)."""
+        GPU memory the table takes (0 on the CPU). A shard (a server started with --shard=K/N)
+        has shard_index K and shard_count N and holds rows first_row .. first_row + rows - 1 of
+        whole_rows (ids stay global); a whole table has shard_count 0 and whole_rows == rows."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim,
                      dtype=_TABLE_DTYPES.get(t.dtype, "unknown"), bytes=t.bytes,
                      device=t.device, is_default=t.is_default, sequence=t.sequence,
                      updated_rows=t.updated_rows, version=t.version,
                      version_pinned=t.version_pinned, host_tier=t.host_tier,
-                     cache_rows=t.cache_rows, device_bytes=t.device_bytes)
+                     cache_rows=t.cache_rows, device_bytes=t.device_bytes,
+                     shard_index=t.shard_index, shard_count=t.shard_count,
+                     first_row=t.first_row, whole_rows=t.whole_rows or t.rows)
                 for t in response.tables]
 
     def versions(self, timeout=None):
@@ -230,6 +243,158 @@ class EmbeddingClient:
         return {t["name"]: TableVersion(t["version"], t["sequence"], t["version_pinned"])
                 for t in self.list_tables(timeout)}
 
+
+
+def shard_service_config(max_attempts=3):
+    """The gRPC service config of each shard's channel (as the C++ ShardServiceConfig): round
+    robin over the addresses its target resolves to (a headless Service's replicas), and up to
+    max_attempts attempts (2 to 5) of a call that fails UNAVAILABLE."""
+    return json.dumps({
+        "loadBalancingConfig": [{"round_robin": {}}],
+        "methodConfig": [{
+            "name": [{"service": "embedding.v1.EmbeddingService"}],
+            "retryPolicy": {"maxAttempts": min(max(max_attempts, 2), 5),
+                            "initialBackoff": "0.01s", "maxBackoff": "0.2s",
+                            "backoffMultiplier": 2,
+                            "retryableStatusCodes": ["UNAVAILABLE"]}}]})
+
+
+class ShardError(grpc.RpcError):
+    """A shard's failure in ShardedClient.look_up: the shard's own code, and details that name
+    the shard ("shard K of N (TARGET): ...")."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code = code
+        self._details = details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
+class ShardedClient:
+    """Looks up a table whose rows are split over servers (each started with --shard=K/N) as one
+    table: each request's ids are split by the shard that holds them, the shards are called in
+    parallel under one deadline, and the rows come back in the request's order. A shard that
+    fails fails the call (ShardError naming it); there is never a partial answer. Each target is
+    one shard's (shard 0 first), e.g. "dns:///emb-shard-0.ns.svc.cluster.local:50051" for a
+    headless Service: gRPC balances its replicas round robin and retries UNAVAILABLE on another.
+    Thread-safe."""
+
+    def __init__(self, targets, timeout=5.0, max_attempts=3, tls=None, tls_ca=None,
+                 tls_cert=None, tls_key=None, tls_server_name=None):
+        self._targets = list(targets)
+        if not self._targets:
+            raise ValueError("a sharded table needs the target of each shard; none given")
+        self._channels = [
+            _channel(t, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+                     extra_options=[("grpc.service_config", shard_service_config(max_attempts)),
+                                    ("grpc.enable_retries", 1)])
+            for t in self._targets]
+        self._stubs = [pb_grpc.EmbeddingServiceStub(c) for c in self._channels]
+        self._timeout = timeout
+        self._layouts = {}
+        self._lock = threading.Lock()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        for c in self._channels:
+            c.close()
+
+    def _error(self, k, code, details):
+        return ShardError(code, "shard %d of %d (%s): %s"
+                          % (k, len(self._targets), self._targets[k], details))
+
+    def layout(self, table="", timeout=None):
+        """{table, whole_rows, dim, dtype, block_rows, first_rows, rows}: the table's split,
+        from the shards' ListTables on first use (then kept). ShardError (FAILED_PRECONDITION)
+        naming the shard when the shards disagree."""
+        with self._lock:
+            if table in self._layouts:
+                return self._layouts[table]
+        n = len(self._targets)
+        layout = None
+        for k, stub in enumerate(self._stubs):
+            try:
+                response = stub.ListTables(pb.ListTablesRequest(),
+                                           timeout=timeout or self._timeout)
+            except grpc.RpcError as e:
+                raise self._error(k, e.code(), e.details()) from e
+            found = [t for t in response.tables if (t.is_default if not table else t.name == table)]
+            if not found:
+                raise self._error(k, grpc.StatusCode.NOT_FOUND, "no table %r" % table)
+            t = found[0]
+            index, count = (t.shard_index, t.shard_count) if t.shard_count else (0, 1)
+            if (index, count) != (k, n):
+                raise self._error(k, grpc.StatusCode.FAILED_PRECONDITION,
+                                  "table %r there is shard %d of %d, not shard %d of %d: give "
+                                  "the shards' targets in shard order" % (t.name, index, count,
+                                                                           k, n))
+            whole = t.whole_rows or t.rows
+            if layout is None:
+                layout = dict(table=t.name, whole_rows=whole, dim=t.dim, dtype=t.dtype,
+                              block_rows=-(-whole // n), first_rows=[], rows=[])
+            elif (t.name, whole, t.dim, t.dtype) != (layout["table"], layout["whole_rows"],
+                                                     layout["dim"], layout["dtype"]):
+                raise self._error(k, grpc.StatusCode.FAILED_PRECONDITION,
+                                  "the shards serve different tables")
+            layout["first_rows"].append(t.first_row)
+            layout["rows"].append(t.rows)
+        with self._lock:
+            self._layouts[table] = layout
+        return layout
+
+    def look_up(self, ids, table="", dtype=None, timeout=None):
+        """Rows of `ids` (global ids of the whole table; an int or an int array of any shape) as
+        EmbeddingClient.look_up answers them: a new numpy array of shape ids.shape + (dim,).
+        Pooled lookups are not supported over shards. IndexError naming the first id outside
+        the whole table (no call is made); ShardError for a shard that fails."""
+        deadline = time.monotonic() + (timeout or self._timeout)
+        dtype = _dtype_name(dtype)
+        layout = self.layout(table, timeout)
+        ids = np.asarray(ids, dtype=np.int64)
+        flat = ids.ravel()
+        bad = np.flatnonzero((flat < 0) | (flat >= layout["whole_rows"]))
+        if bad.size:
+            raise IndexError("ids[%d] = %d is out of range for table %r with %d rows over %d "
+                             "shards" % (bad[0], flat[bad[0]], layout["table"],
+                                         layout["whole_rows"], len(self._targets)))
+        owner = flat // layout["block_rows"]
+        calls = []
+        for k, stub in enumerate(self._stubs):
+            where = np.flatnonzero(owner == k)
+            if where.size == 0:
+                continue
+            request = pb.LookUpRequest(table=layout["table"], ids=flat[where].tolist())
+            if dtype is not None:
+                request.dtype = _DTYPES[dtype][0]
+            left = max(deadline - time.monotonic(), 0.001)
+            calls.append((k, where, stub.LookUp.future(request, timeout=left)))
+        out = None
+        error = None
+        for k, where, call in calls:
+            try:
+                rows = _answer_rows(call.result()).reshape(where.size, layout["dim"])
+            except grpc.RpcError as e:
+                error = error or self._error(k, e.code(), e.details())
+                continue
+            if out is None:
+                out = np.empty((flat.size, layout["dim"]), dtype=rows.dtype)
+            out[where] = rows
+        if error is not None:
+            raise error
+        if out is None:  # no ids
+            out = np.empty((0, layout["dim"]), dtype=np.float32 if dtype in (None, "bfloat16")
+                           else _DTYPES[dtype][1].newbyteorder("="))
+        return out.reshape(ids.shape + (layout["dim"],))
 
 
 UpdateAck = collections.namedtuple("UpdateAck", "table sequence rows")

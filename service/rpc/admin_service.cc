@@ -2,12 +2,14 @@
 
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "service/common/log.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/request_table.h"
 #include "service/rpc/request_validation.h"
 #include "service/rpc/version_loader.h"
 #include "service/tables/table_versions.h"
@@ -68,16 +70,24 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
       return;
     }
     const TableInfo& info = (*table)->store->info();
-    absl::StatusOr<DataType> rows_type = ValidateUpdateRowsRequest(
-        request_, RequestTable{info.name, info.rows, info.dim, info.dtype});
+    absl::StatusOr<DataType> rows_type = ValidateUpdateRowsRequest(request_, RequestTableOf(info));
     if (!rows_type.ok()) {
       FinishWhenIdle(rows_type.status());
       return;
     }
     // The slow part (conversion, the copy to the device) here, while batches run; the batch
     // boundary then only writes.
+    absl::Span<const int64_t> ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
+    std::vector<int64_t> shard_ids;  // a shard's store holds its rows from 0
+    if (info.first_row != 0) {
+      shard_ids.reserve(ids.size());
+      for (const int64_t id : ids) {
+        shard_ids.push_back(id - info.first_row);
+      }
+      ids = shard_ids;
+    }
     absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = (*table)->store->PrepareRows(
-        absl::MakeConstSpan(request_.ids().data(), request_.ids_size()), *rows_type,
+        ids, *rows_type,
         absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
                             request_.rows().size()));
     if (!prepared.ok()) {
@@ -273,6 +283,14 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContex
         "table '", EchoText(name),
         "' was not loaded from a version directory, so it has none to save into: serve it as "
         "--table=NAME=DIR with the file in DIR/1/")));
+  }
+  if (const std::optional<ShardSpec>& shard = t.store->info().shard; shard.has_value()) {
+    // A version's file holds the whole table (each shard reads its rows of it), and this server
+    // holds only its own rows.
+    return refuse(absl::FailedPreconditionError(absl::StrCat(
+        "table '", EchoText(name), "' is shard ", shard->index, "/", shard->count,
+        " here, and a version holds the whole table: save it from a server that holds all of it, "
+        "then load that version on every shard (LoadVersion)")));
   }
   absl::MutexLock lock(&mu_);
   if (shutting_down_) {

@@ -11,6 +11,7 @@
 #include "proto/convert/data_type_proto.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/lookup_answer.h"
+#include "service/rpc/request_table.h"
 #include "service/rpc/request_validation.h"
 
 namespace emb::service {
@@ -180,10 +181,9 @@ absl::Status EmbeddingServiceImpl::Validate(const LookUpRequest& request, const 
                                             LookUpPlan* plan) const {
   const EmbeddingStore& store = *table.store;
   absl::string_view reason;
-  absl::StatusOr<LookUpPlan> planned = PlanLookUp(
-      request,
-      RequestTable{store.info().name, store.info().rows, store.info().dim, store.info().dtype},
-      limits_.max_request_ids, limits_.max_response_bytes, &reason);
+  absl::StatusOr<LookUpPlan> planned =
+      PlanLookUp(request, RequestTableOf(store.info()), limits_.max_request_ids,
+                 limits_.max_response_bytes, &reason);
   if (!planned.ok()) {
     metrics_->RejectIds(store.info().name, reason, request.ids_size());
     return planned.status();
@@ -297,6 +297,12 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     info->set_host_tier(table.host_tier);
     info->set_cache_rows(table.cache_rows);
     info->set_device_bytes(static_cast<int64_t>(table.device_bytes));
+    if (table.shard.has_value()) {
+      info->set_shard_index(table.shard->index);
+      info->set_shard_count(table.shard->count);
+    }
+    info->set_first_row(table.first_row);
+    info->set_whole_rows(table.whole_rows);
     info->set_is_default(i == 0);
     info->set_sequence((*tables)[i].batcher->last_sequence());
     info->set_updated_rows((*tables)[i].batcher->updated_rows());

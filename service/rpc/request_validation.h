@@ -41,6 +41,12 @@ struct RequestTable {
   int64_t rows = 0;
   int64_t dim = 0;
   DataType dtype = DataType::kFloat32;  // the table's type (a quantized table answers float32)
+  // Shard shard_index of shard_count (0: the whole table): the valid ids are [first_row,
+  // first_row + rows) of whole_rows (TableInfo).
+  int64_t first_row = 0;
+  int64_t whole_rows = 0;
+  int shard_index = 0;
+  int shard_count = 0;
 };
 
 // How a valid LookUpRequest is answered.

@@ -292,10 +292,18 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
                                                      "table's bytes must fit in 64 bits"));
     }
     OpenedTable demo;
-    demo.source = TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed);
+    if (c.shard.has_value()) {
+      ASSIGN_OR_RETURN(demo.source, TableSource::DemoShard("demo", c.demo_rows, c.demo_dim,
+                                                           c.demo_seed, *c.shard));
+    } else {
+      demo.source = TableSource::Demo("demo", c.demo_rows, c.demo_dim, c.demo_seed);
+    }
     tables.push_back(std::move(demo));
   }
-  for (const TableSpec& spec : c.tables) {
+  for (TableSpec spec : c.tables) {
+    if (!spec.shard.has_value()) {
+      spec.shard = c.shard;
+    }
     for (const OpenedTable& t : tables) {
       if (t.source->name() == spec.name) {
         return absl::InvalidArgumentError(absl::StrCat("table '", spec.name, "' given twice"));
@@ -322,14 +330,21 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
     }
     if (!spec.hot_ids_path.empty()) {
       absl::StatusOr<std::vector<int64_t>> ids =
-          ReadHotIds(spec.hot_ids_path, table.source->rows());
+          ReadHotIds(spec.hot_ids_path, table.source->whole_rows());
       if (!ids.ok()) {
         // The message starts with the file's path.
         return absl::Status(
             ids.status().code(),
             absl::StrCat("table '", spec.name, "': hot_ids=", ids.status().message()));
       }
-      table.hot_ids = *std::move(ids);
+      // The ids are global: a shard keeps its own, counted from its first row.
+      const int64_t first = table.source->first_row();
+      const int64_t rows = table.source->rows();
+      for (const int64_t id : *ids) {
+        if (id >= first && id - first < rows) {
+          table.hot_ids.push_back(id - first);
+        }
+      }
     }
     tables.push_back(std::move(table));
   }
@@ -410,9 +425,15 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
       where = absl::StrCat("on the device (", table.device_bytes, " bytes of GPU memory)");
     }
     LogInfo(absl::StrFormat(
-        "table '%s' loaded: %d rows x %d dims, %s%s, %d bytes, %.3f s, %.2f GB/s, device %s, %s, "
-        "from %s%s",
-        source.name(), source.rows(), source.dim(), DataTypeName(source.dtype()),
+        "table '%s' loaded: %d rows x %d dims%s, %s%s, %d bytes, %.3f s, %.2f GB/s, device %s, "
+        "%s, from %s%s",
+        source.name(), source.rows(), source.dim(),
+        source.shard().has_value()
+            ? absl::StrFormat(" (shard %d/%d: rows %d..%d of %d)", source.shard()->index,
+                              source.shard()->count, source.first_row(),
+                              source.first_row() + source.rows() - 1, source.whole_rows())
+            : "",
+        DataTypeName(source.dtype()),
         source.stored_dtype() != source.dtype()
             ? absl::StrCat(" (quantized from ", DataTypeName(source.stored_dtype()), ")")
             : "",

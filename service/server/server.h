@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -39,6 +40,8 @@ struct ServerConfig {
   int64_t demo_rows = 100000;
   int64_t demo_dim = 128;
   uint64_t demo_seed = 42;
+  // Every table's shard, unless its spec names its own; nullopt: whole tables.
+  std::optional<ShardSpec> shard;
   std::string grpc_address = "0.0.0.0:50051";
   std::string metrics_address = "0.0.0.0:9464";
   std::string device = "auto";  // auto | cpu | cuda | cuda:N

@@ -17,8 +17,7 @@ absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& so
 
 CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
                    const StoreOptions& options)
-    : EmbeddingStore(TableInfo{source.name(), source.rows(), source.dim(), source.dtype(), "cpu"},
-                     options.max_batch_ids),
+    : EmbeddingStore(TableInfo::Of(source, "cpu"), options.max_batch_ids),
       clock_(options.clock),
       data_(std::move(rows)) {}
 

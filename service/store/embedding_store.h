@@ -50,8 +50,23 @@ struct TableInfo {
   // GPU memory the store took (its rows or its cache and slots, and its batch buffers); 0 on the
   // CPU.
   size_t device_bytes = 0;
+  // A shard of a table (--shard, or the table's shard= option) holds rows [first_row, first_row +
+  // rows) of whole_rows, and answers those ids only (ids stay global); otherwise first_row is 0,
+  // whole_rows is rows and shard is nullopt.
+  int64_t first_row = 0;
+  int64_t whole_rows = 0;
+  std::optional<ShardSpec> shard = std::nullopt;
   // Bytes of the table's rows.
   size_t bytes() const { return static_cast<size_t>(rows) * RowBytes(dtype, dim); }
+
+  // A store's info before placement: the source's name, rows, shape and shard, on `device`.
+  static TableInfo Of(const TableSource& source, std::string device) {
+    TableInfo info{source.name(), source.rows(), source.dim(), source.dtype(), std::move(device)};
+    info.first_row = source.first_row();
+    info.whole_rows = source.whole_rows();
+    info.shard = source.shard();
+    return info;
+  }
 };
 
 // What a host tier's GPU cache holds and has served; counts since start-up.

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
   source->data_offset_ = layout.data_offset;
   source->sequence_ = layout.sequence;
   source->tensor_ = spec.tensor;
+  RETURN_IF_ERROR(source->SetShard(spec.shard));
   return source;
 }
 
@@ -90,10 +91,36 @@ std::unique_ptr<TableSource> TableSource::Demo(std::string name, int64_t rows, i
   source->name_ = std::move(name);
   source->origin_ = absl::StrCat("demo(seed=", seed, ")");
   source->rows_ = rows;
+  source->whole_rows_ = rows;
   source->dim_ = dim;
   source->dtype_ = DataType::kFloat32;
   source->demo_seed_ = seed;
   return source;
+}
+
+absl::StatusOr<std::unique_ptr<TableSource>> TableSource::DemoShard(std::string name, int64_t rows,
+                                                                    int64_t dim, uint64_t seed,
+                                                                    ShardSpec shard) {
+  std::unique_ptr<TableSource> source = Demo(std::move(name), rows, dim, seed);
+  RETURN_IF_ERROR(source->SetShard(shard));
+  return source;
+}
+
+absl::Status TableSource::SetShard(std::optional<ShardSpec> shard) {
+  whole_rows_ = rows_;
+  shard_ = shard;
+  if (!shard.has_value()) {
+    return absl::OkStatus();
+  }
+  first_row_ = shard->FirstRow(whole_rows_);
+  rows_ = shard->Rows(whole_rows_);
+  if (rows_ == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard->index, "/", shard->count, " of table '", name_, "' (",
+                     origin_, ") holds no rows: ", whole_rows_, " rows split into ", shard->count,
+                     " blocks of ", shard->BlockRows(whole_rows_), " leave none for it"));
+  }
+  return absl::OkStatus();
 }
 
 TableSource::~TableSource() {
@@ -119,8 +146,9 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
   std::vector<std::byte> stored((last - first) * stored_row);
   std::vector<std::byte> quantized((last - first) * row);
   RETURN_IF_ERROR(ReadStored(first * stored_row, absl::MakeSpan(stored)));
-  if (absl::Status s = EncodeRows(stored.data(), stored_dtype_, static_cast<int64_t>(last - first),
-                                  dim_, dtype_, quantized.data(), static_cast<int64_t>(first));
+  if (absl::Status s =
+          EncodeRows(stored.data(), stored_dtype_, static_cast<int64_t>(last - first), dim_, dtype_,
+                     quantized.data(), first_row_ + static_cast<int64_t>(first));
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin_, ": cannot be quantized to ",
                                                    DataTypeName(dtype_), ": ", s.message()));
@@ -130,6 +158,7 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
 }
 
 absl::Status TableSource::ReadStored(size_t offset, absl::Span<std::byte> dst) const {
+  offset += static_cast<size_t>(first_row_) * RowBytes(stored_dtype_, dim_);  // in the whole table
   if (fd_ >= 0) {
     return PreadAll(fd_, data_offset_ + offset, dst, origin_);
   }
@@ -148,10 +177,10 @@ absl::Status TableSource::ReadStored(size_t offset, absl::Span<std::byte> dst) c
 
 void TableSource::AdviseSequential() const {
   if (fd_ >= 0) {
+    const size_t stored_row = RowBytes(stored_dtype_, dim_);
     (void)posix_fadvise(
-        fd_, static_cast<off_t>(data_offset_),
-        static_cast<off_t>(static_cast<size_t>(rows_) * RowBytes(stored_dtype_, dim_)),
-        POSIX_FADV_SEQUENTIAL);
+        fd_, static_cast<off_t>(data_offset_ + static_cast<size_t>(first_row_) * stored_row),
+        static_cast<off_t>(static_cast<size_t>(rows_) * stored_row), POSIX_FADV_SEQUENTIAL);
   }
 }
 

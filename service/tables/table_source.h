@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -33,13 +34,24 @@ class TableSource {
   // A rows x dim float32 table of values drawn uniformly from [-1, 1), the same for a given seed.
   static std::unique_ptr<TableSource> Demo(std::string name, int64_t rows, int64_t dim,
                                            uint64_t seed);
+  // Shard `shard` of that table: its rows, each the same as in the whole table. INVALID_ARGUMENT
+  // for a shard with no rows.
+  static absl::StatusOr<std::unique_ptr<TableSource>> DemoShard(std::string name, int64_t rows,
+                                                                int64_t dim, uint64_t seed,
+                                                                ShardSpec shard);
 
   ~TableSource();
   TableSource(const TableSource&) = delete;
   TableSource& operator=(const TableSource&) = delete;
 
   const std::string& name() const { return name_; }
+  // The rows this source reads: the whole table's, or its shard's (first_row() on).
   int64_t rows() const { return rows_; }
+  // The whole table's rows, and where this source's rows start in it (0 unless sharded).
+  int64_t whole_rows() const { return whole_rows_; }
+  int64_t first_row() const { return first_row_; }
+  // The shard the spec asked for; nullopt: the whole table.
+  const std::optional<ShardSpec>& shard() const { return shard_; }
   int64_t dim() const { return dim_; }
   // The type the rows are served in: the file's, or the quantized type the spec asked for.
   DataType dtype() const { return dtype_; }
@@ -62,7 +74,8 @@ class TableSource {
     version_ = version;
   }
 
-  // Copies data bytes [offset, offset + dst.size()) of the rows as served (quantized as they are
+  // Copies data bytes [offset, offset + dst.size()) of the rows as served (of this source's rows:
+  // offset 0 is first_row()'s first byte) (quantized as they are
   // read, where the spec asks) into dst. INTERNAL on a read error; INVALID_ARGUMENT (naming the
   // file and row) for a row that cannot be quantized.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
@@ -80,10 +93,15 @@ class TableSource {
   TableSource() = default;
   // Read() of the stored rows, unconverted.
   absl::Status ReadStored(size_t offset, absl::Span<std::byte> dst) const;
+  // Keeps only `shard`'s rows (none: all); INVALID_ARGUMENT for a shard with no rows.
+  absl::Status SetShard(std::optional<ShardSpec> shard);
 
   std::string name_;
   std::string origin_;
   int64_t rows_ = 0;
+  int64_t whole_rows_ = 0;
+  int64_t first_row_ = 0;
+  std::optional<ShardSpec> shard_;
   int64_t dim_ = 0;
   DataType dtype_ = DataType::kFloat32;
   DataType stored_dtype_ = DataType::kFloat32;

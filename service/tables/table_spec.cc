@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "service/common/byte_size.h"
 
@@ -74,6 +75,25 @@ absl::Status CheckTableName(absl::string_view name) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<ShardSpec> ParseShardSpec(absl::string_view text, absl::string_view what) {
+  const auto invalid = [&](absl::string_view why) {
+    return absl::InvalidArgumentError(absl::StrCat(what, "=", text, ": ", why));
+  };
+  const size_t slash = text.find('/');
+  ShardSpec shard;
+  if (slash == absl::string_view::npos || !absl::SimpleAtoi(text.substr(0, slash), &shard.index) ||
+      !absl::SimpleAtoi(text.substr(slash + 1), &shard.count)) {
+    return invalid("expected K/N, shard K (from 0) of N");
+  }
+  if (shard.count < 1 || shard.count > kMaxShards) {
+    return invalid(absl::StrCat("the number of shards must be 1 to ", kMaxShards));
+  }
+  if (shard.index < 0 || shard.index >= shard.count) {
+    return invalid(absl::StrCat("the shard must be 0 to ", shard.count - 1));
+  }
+  return shard;
+}
+
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   const auto invalid = [&](absl::string_view what) {
     return absl::InvalidArgumentError(absl::StrCat("--table=", flag, ": ", what));
@@ -89,7 +109,7 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   }
   absl::string_view path = flag.substr(eq + 1);
   // The options: each starts at ",KEY=" of a known key and runs to the next one.
-  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids"};
+  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids", "shard"};
   const auto next_option = [&](absl::string_view text, size_t from) {
     size_t first = absl::string_view::npos;
     for (absl::string_view key : kOptions) {
@@ -141,6 +161,12 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
                                     "out for a table with no budget of its own)"));
       }
       spec.gpu_budget_bytes = *bytes;
+    } else if (key == "shard") {
+      absl::StatusOr<ShardSpec> shard = ParseShardSpec(value, "shard");
+      if (!shard.ok()) {
+        return invalid(shard.status().message());
+      }
+      spec.shard = *shard;
     } else {
       spec.hot_ids_path = std::string(value);
     }

@@ -2,7 +2,9 @@
 #ifndef EMB_SERVICE_TABLES_TABLE_SPEC_H_
 #define EMB_SERVICE_TABLES_TABLE_SPEC_H_
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -12,6 +14,33 @@
 #include "kernels/data_type.h"
 
 namespace emb::service {
+
+// A row range of a table: shard `index` of `count` holds the contiguous block of
+// ceil(rows / count) rows that starts at index * ceil(rows / count) (the last block may be
+// shorter), as TorchRec's row-wise sharding splits a table. Ids stay global: the shard answers ids
+// in its block only.
+struct ShardSpec {
+  int index = 0;
+  int count = 1;
+
+  // The rows per block of a table of `rows` rows, and the first row and the number of rows of this
+  // shard's block (0 rows for a shard past the end: more shards than the table has rows).
+  int64_t BlockRows(int64_t rows) const { return (rows + count - 1) / count; }
+  int64_t FirstRow(int64_t rows) const {
+    return std::min(rows, static_cast<int64_t>(index) * BlockRows(rows));
+  }
+  int64_t Rows(int64_t rows) const {
+    return std::min(rows, FirstRow(rows) + BlockRows(rows)) - FirstRow(rows);
+  }
+  bool operator==(const ShardSpec& o) const { return index == o.index && count == o.count; }
+};
+
+// The most shards a table may be split into.
+inline constexpr int kMaxShards = 4096;
+
+// Parses "K/N": 0 <= K < N <= kMaxShards; else INVALID_ARGUMENT naming `what` (the flag or
+// option) and the problem.
+absl::StatusOr<ShardSpec> ParseShardSpec(absl::string_view text, absl::string_view what);
 
 // One --table flag: NAME=PATH[#TENSOR][,OPTION=VALUE]..., where #TENSOR names a .safetensors
 // file's tensor, and the options (kTableSpecUsage) say how the table is served.
@@ -27,11 +56,13 @@ struct TableSpec {
   // GPU, host tier: a 1-D .npy of int64 (or int32) row ids, hottest first, put into the cache at
   // start-up (ReadHotIds); empty: none.
   std::string hot_ids_path = {};
+  // The rows this server holds; nullopt: all of them (or --shard's, where that is given).
+  std::optional<ShardSpec> shard = std::nullopt;
 };
 
 // The flag's form, for messages and --help.
 inline constexpr char kTableSpecUsage[] =
-    "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH]";
+    "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH][,shard=K/N]";
 
 // The longest table name, in bytes.
 inline constexpr size_t kMaxTableNameBytes = 256;
@@ -45,12 +76,13 @@ absl::Status CheckTableName(absl::string_view name);
 //   quantize=int8|int4  the rows quantized row-wise as they load;
 //   gpu_budget=SIZE     GPU memory the table may take, > 0: bytes, or with a unit K, M, G or T
 //                       (KiB ... TiB; ParseByteSize);
-//   hot_ids=PATH        the rows to put into a host tier's cache first.
-// The options start at the first ",quantize=", ",gpu_budget=" or ",hot_ids="; each value runs to
-// the next of them. So PATH (and hot_ids' PATH) may hold commas, and a comma followed by anything
-// else is part of the path, but neither may hold one of those three. INVALID_ARGUMENT, naming the
-// flag and the problem, when the name or path is missing, the name fails CheckTableName, an
-// option is given twice or has an empty or bad value.
+//   hot_ids=PATH        the rows to put into a host tier's cache first;
+//   shard=K/N           only shard K of N of the rows (ShardSpec; ParseShardSpec).
+// The options start at the first ",quantize=", ",gpu_budget=", ",hot_ids=" or ",shard="; each
+// value runs to the next of them. So PATH (and hot_ids' PATH) may hold commas, and a comma followed
+// by anything else is part of the path, but neither may hold one of those four. INVALID_ARGUMENT,
+// naming the flag and the problem, when the name or path is missing, the name fails CheckTableName,
+// an option is given twice or has an empty or bad value.
 absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag);
 
 }  // namespace emb::service

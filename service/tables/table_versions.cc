@@ -150,8 +150,9 @@ absl::StatusOr<std::unique_ptr<TableSource>> OpenVersion(const TableSpec& spec, 
                                             " (no directory ", version_dir, ")"));
   }
   ASSIGN_OR_RETURN(const std::string file, TableFile(version_dir));
-  ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source,
-                   TableSource::Open(TableSpec{spec.name, file, spec.tensor, spec.quantize}));
+  TableSpec file_spec{spec.name, file, spec.tensor, spec.quantize};
+  file_spec.shard = spec.shard;  // a version's file holds the whole table, as the first one
+  ASSIGN_OR_RETURN(std::unique_ptr<TableSource> source, TableSource::Open(file_spec));
   source->set_version(spec.path, version);
   return source;
 }

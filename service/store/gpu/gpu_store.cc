@@ -29,9 +29,7 @@ size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
 }  // namespace
 
 GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& options)
-    : EmbeddingStore(TableInfo{source.name(), source.rows(), source.dim(), source.dtype(),
-                               absl::StrCat("cuda:", device)},
-                     options.max_batch_ids),
+    : EmbeddingStore(TableInfo::Of(source, absl::StrCat("cuda:", device)), options.max_batch_ids),
       options_(options),
       check_(device, options.on_device_lost) {}
 

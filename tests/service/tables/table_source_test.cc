@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -808,6 +809,92 @@ std::string Quantized(const std::string& floats, int64_t rows, int64_t dim, Data
                          rows, dim, t, reinterpret_cast<std::byte*>(out.data())),
               IsOk());
   return out;
+}
+
+// --- Shards (issue 26) -------------------------------------------------------------------------
+
+TEST(ParseShardSpec, TakesKOfN) {
+  auto shard = ParseShardSpec("2/3", "--shard");
+  ASSERT_THAT(shard, IsOk());
+  EXPECT_EQ(shard->index, 2);
+  EXPECT_EQ(shard->count, 3);
+  // Blocks of ceil(rows / count): 1001 rows split 334, 334, 333.
+  EXPECT_EQ(shard->BlockRows(1001), 334);
+  EXPECT_EQ(shard->FirstRow(1001), 668);
+  EXPECT_EQ(shard->Rows(1001), 333);
+  // More shards than rows: the last ones hold none.
+  EXPECT_EQ((ShardSpec{3, 4}).Rows(3), 0);
+}
+
+TEST(ParseShardSpec, RejectsWhatIsNotAShardNamingTheFlag) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "expected K/N"},         {"3", "expected K/N"},           {"a/3", "expected K/N"},
+      {"1/b", "expected K/N"},      {"3/3", "must be 0 to 2"},       {"-1/3", "must be 0 to 2"},
+      {"0/0", "must be 1 to 4096"}, {"0/5000", "must be 1 to 4096"},
+  };
+  for (const auto& [text, message] : cases) {
+    EXPECT_THAT(
+        ParseShardSpec(text, "--shard"),
+        StatusIs(absl::StatusCode::kInvalidArgument,
+                 AllOf(HasSubstr(absl::StrCat("--shard=", text, ": ")), HasSubstr(message))))
+        << text;
+  }
+}
+
+TEST(ParseTableSpec, TakesAShardOption) {
+  auto spec = ParseTableSpec("t=/data/x.npy,shard=1/4,quantize=int8");
+  ASSERT_THAT(spec, IsOk());
+  EXPECT_EQ(spec->path, "/data/x.npy");
+  ASSERT_TRUE(spec->shard.has_value());
+  EXPECT_EQ(*spec->shard, (ShardSpec{1, 4}));
+  EXPECT_EQ(spec->quantize, DataType::kInt8Rowwise);
+  EXPECT_FALSE(ParseTableSpec("t=/data/x.npy")->shard.has_value());
+  EXPECT_THAT(
+      ParseTableSpec("t=/x.npy,shard=4/4"),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("--table=t=/x.npy,shard=4/4: shard=4/4: the shard must be 0 to 3")));
+}
+
+TEST_F(TableSourceTest, AShardReadsOnlyItsRowsOfTheFile) {
+  constexpr int64_t kRows = 10;
+  constexpr int64_t kDim = 3;
+  for (DataType t : {DataType::kFloat32, DataType::kInt8Rowwise}) {
+    const std::string floats = RandomRows(DataType::kFloat32, kRows * kDim, 9);
+    const std::string path = Path("shard.npy");
+    ASSERT_THAT(WriteFile(path, NpyFile("<f4", {kRows, kDim}, floats)), IsOk());
+    const std::string whole = t == DataType::kFloat32 ? floats : Quantized(floats, kRows, kDim, t);
+    const size_t row = RowBytes(t, kDim);
+    // 10 rows in blocks of 4: rows 0..3, 4..7, 8..9.
+    for (int k = 0; k < 3; ++k) {
+      TableSpec spec{"t", path, "",
+                     t == DataType::kFloat32 ? std::nullopt : std::optional<DataType>(t)};
+      spec.shard = ShardSpec{k, 3};
+      auto source = TableSource::Open(spec);
+      ASSERT_THAT(source, IsOk());
+      const int64_t first = 4 * k;
+      const int64_t rows = k < 2 ? 4 : 2;
+      EXPECT_EQ((*source)->first_row(), first);
+      EXPECT_EQ((*source)->rows(), rows);
+      EXPECT_EQ((*source)->whole_rows(), kRows);
+      EXPECT_EQ((*source)->bytes(), static_cast<size_t>(rows) * row);
+      EXPECT_TRUE(ReadAllBytes(**source) ==
+                  whole.substr(static_cast<size_t>(first) * row, static_cast<size_t>(rows) * row))
+          << DataTypeName(t) << " shard " << k;
+    }
+  }
+}
+
+TEST(TableSourceDemo, AShardMakesTheWholeTablesRows) {
+  auto whole = TableSource::Demo("d", 100, 6, 42);
+  auto shard = TableSource::DemoShard("d", 100, 6, 42, ShardSpec{1, 3});
+  ASSERT_THAT(shard, IsOk());
+  EXPECT_EQ((*shard)->first_row(), 34);
+  EXPECT_EQ((*shard)->rows(), 34);
+  const size_t row = 6 * sizeof(float);
+  EXPECT_TRUE(ReadAllBytes(**shard) == ReadAllBytes(*whole).substr(34 * row, 34 * row));
+  EXPECT_THAT(TableSource::DemoShard("d", 3, 6, 42, ShardSpec{3, 4}),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("shard 3/4 of table 'd' (demo(seed=42)) holds no rows")));
 }
 
 TEST_F(TableSourceTest, QuantizesAFloatTableAsItLoadsInAnyChunks) {
