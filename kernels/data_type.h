@@ -127,17 +127,32 @@ EMB_HOST_DEVICE float BitsToFloat(uint32_t u) {
 // bfloat16 is the top half of a float32: widening is exact.
 EMB_HOST_DEVICE float BFloat16ToFloat(uint16_t h) { return BitsToFloat(uint32_t{h} << 16); }
 
-// Rounds to nearest even; NaN stays NaN (quiet), overflow rounds to infinity.
+// Rounds to nearest even; NaN stays NaN (quiet), overflow rounds to infinity. On the device the
+// hardware's conversion, which agrees bit for bit except on NaN, where it gives the canonical NaN:
+// NaN takes the host's quieted payload instead. (The same holds for the half conversions below.)
 EMB_HOST_DEVICE uint16_t FloatToBFloat16(float f) {
   uint32_t u = FloatBits(f);
   if ((u & 0x7fffffffu) > 0x7f800000u) {
     return static_cast<uint16_t>((u >> 16) | 0x0040u);
   }
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
+#endif
 }
 
 EMB_HOST_DEVICE float HalfToFloat(uint16_t h) {
+#if defined(__CUDA_ARCH__)
+  if ((h & 0x7fffu) <= 0x7c00u) {  // not NaN
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+  }
+#endif
   const uint32_t sign = uint32_t{h & 0x8000u} << 16;
   const uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -163,6 +178,11 @@ EMB_HOST_DEVICE uint16_t FloatToHalf(float f) {
   if (abs > 0x7f800000u) {  // NaN: keep it quiet
     return static_cast<uint16_t>(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
   }
+#if defined(__CUDA_ARCH__)
+  uint16_t h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   if (abs >= 0x477ff000u) {  // >= 65520 rounds to infinity
     return static_cast<uint16_t>(sign | 0x7c00u);
   }
@@ -188,6 +208,7 @@ EMB_HOST_DEVICE uint16_t FloatToHalf(float f) {
     ++h;  // may carry into the exponent, which is still correct
   }
   return static_cast<uint16_t>(sign | h);
+#endif
 }
 
 // Reads element i of an array of `t` as float.

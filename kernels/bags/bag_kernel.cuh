@@ -25,6 +25,24 @@
 namespace emb::kernels::bags {
 
 inline constexpr int kBlockThreads = 256;
+// Blocks each SM must be able to hold (a bound on registers a thread), and whether PoolItem stages
+// a bag's ids (see there). Measured on the H200 (docs/benchmarks.md): staging the ids took 4% to
+// 26% off the pooled cases and needs ~100 registers, which a bound of 4 blocks (64 registers)
+// would spill; GatherKernel spills under any bound tighter than its own 128. So neither is bound.
+// Builds for benchmarks may set others (-DEMB_BAG_MIN_BLOCKS=N, -DEMB_GATHER_MIN_BLOCKS=N,
+// -DEMB_BAG_STAGE_IDS=0 or 1; bench/kernels/build_bag_variant.sh) to measure them side by side.
+#ifndef EMB_BAG_MIN_BLOCKS
+#define EMB_BAG_MIN_BLOCKS 1
+#endif
+#ifndef EMB_GATHER_MIN_BLOCKS
+#define EMB_GATHER_MIN_BLOCKS 1
+#endif
+#ifndef EMB_BAG_STAGE_IDS
+#define EMB_BAG_STAGE_IDS 1
+#endif
+inline constexpr int kBagMinBlocks = EMB_BAG_MIN_BLOCKS;
+inline constexpr int kGatherMinBlocks = EMB_GATHER_MIN_BLOCKS;
+inline constexpr bool kStageIds = EMB_BAG_STAGE_IDS != 0;
 
 // What the launcher chose for a launch.
 struct BagGrid {
@@ -113,6 +131,11 @@ __device__ __forceinline__ RowScale LoadScale(const uint8_t* row, int64_t dim) {
   return LoadRowScale(row, kT, dim);
 }
 
+// A quantized level q given as the float bits 0x4b000000 | q (2^23 + q), as q: exact.
+__device__ __forceinline__ float LevelAsFloat(unsigned int bits) {
+  return __fsub_rn(__uint_as_float(bits), 8388608.0f);
+}
+
 // The vector's elements as float; `col` (its first element) picks the nibble of a one-element
 // int4 vector.
 template <DataType kT, int kVecBytes>
@@ -129,17 +152,26 @@ __device__ __forceinline__ void Decode(const RawVector<kVecBytes>& v, int64_t co
       x[i] = kT == DataType::kFloat16 ? HalfToFloat(h[i]) : BFloat16ToFloat(h[i]);
     }
   } else if constexpr (kT == DataType::kInt8Rowwise) {
+    // A level q becomes 2^23 + q by putting its byte under a float's exponent (one byte permute,
+    // exact), less 2^23: q itself, without the integer-to-float conversion's slower pipe.
 #pragma unroll
-    for (int i = 0; i < kValues; ++i) {
-      x[i] = DequantizeValue(static_cast<float>(v.b[i]), s.scale, s.bias);
+    for (int w = 0; w < (kValues + 3) / 4; ++w) {
+      unsigned int word = 0;
+      memcpy(&word, v.b + 4 * w, kValues - 4 * w < 4 ? kValues - 4 * w : 4);
+#pragma unroll
+      for (int j = 0; j < 4 && 4 * w + j < kValues; ++j) {
+        x[4 * w + j] = DequantizeValue(LevelAsFloat(__byte_perm(word, 0x4b000000u, 0x7440u + j)),
+                                       s.scale, s.bias);
+      }
     }
   } else if constexpr (kVecBytes == 0) {  // one int4 element
-    x[0] = DequantizeValue(static_cast<float>((v.b[0] >> (4 * (col & 1))) & 0xfu), s.scale, s.bias);
+    x[0] = DequantizeValue(LevelAsFloat(0x4b000000u | ((v.b[0] >> (4 * (col & 1))) & 0xfu)),
+                           s.scale, s.bias);
   } else {
 #pragma unroll
     for (int i = 0; i < kValues; ++i) {
-      x[i] = DequantizeValue(static_cast<float>((v.b[i / 2] >> (4 * (i & 1))) & 0xfu), s.scale,
-                             s.bias);
+      x[i] = DequantizeValue(LevelAsFloat(0x4b000000u | ((v.b[i / 2] >> (4 * (i & 1))) & 0xfu)),
+                             s.scale, s.bias);
     }
   }
 }
@@ -168,6 +200,36 @@ __device__ __forceinline__ void StoreBytes(unsigned char* dst, const unsigned ch
   }
 }
 
+// Rounds x[0..kValues) to half or bfloat16 (`half`) into h: two at a time with the hardware's
+// paired conversion, unless one is NaN, which takes FloatToHalf / FloatToBFloat16's payload (the
+// hardware's is canonical).
+template <int kValues>
+__device__ __forceinline__ void Narrow(const float* x, bool half, uint16_t* h) {
+  bool nan = false;
+#pragma unroll
+  for (int i = 0; i < kValues; ++i) {
+    nan |= x[i] != x[i];
+  }
+  if (nan || kValues % 2 != 0) {
+#pragma unroll
+    for (int i = 0; i < kValues; ++i) {
+      h[i] = half ? FloatToHalf(x[i]) : FloatToBFloat16(x[i]);
+    }
+    return;
+  }
+#pragma unroll
+  for (int i = 0; i + 1 < kValues; i += 2) {
+    unsigned int pair;  // x[i] in the low half, x[i + 1] in the high
+    if (half) {
+      asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(x[i + 1]), "f"(x[i]));
+    } else {
+      asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(pair) : "f"(x[i + 1]), "f"(x[i]));
+    }
+    h[i] = static_cast<uint16_t>(pair & 0xffffu);
+    h[i + 1] = static_cast<uint16_t>(pair >> 16);
+  }
+}
+
 // Writes kValues floats, rounded to `t`, as elements [col, col + kValues) of `out_row`.
 template <int kValues>
 __device__ __forceinline__ void StoreOut(void* out_row, DataType t, int64_t col, const float* x) {
@@ -178,10 +240,7 @@ __device__ __forceinline__ void StoreOut(void* out_row, DataType t, int64_t col,
     bytes = kValues * 4;
   } else {
     uint16_t h[kValues];
-#pragma unroll
-    for (int i = 0; i < kValues; ++i) {
-      h[i] = t == DataType::kFloat16 ? FloatToHalf(x[i]) : FloatToBFloat16(x[i]);
-    }
+    Narrow<kValues>(x, t == DataType::kFloat16, h);
     memcpy(buf, h, sizeof(h));
     bytes = kValues * 2;
   }
@@ -243,14 +302,15 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       acc[k][i] = 0.0f;
     }
   }
-  // Adds rows [j, j + kRows) of the bag: every load first, then the sums in id order.
-  auto add_rows = [&](int64_t j, auto rows_constant) {
+  // Adds kRows rows of the bag, with ids `id(u)` and weights `weight(u)`: every load first,
+  // then the sums in id order.
+  auto add_rows = [&](auto rows_constant, auto id, auto weight) {
     constexpr int kRows = decltype(rows_constant)::value;
     const uint8_t* rows[kRows];
     RawVector<kVecBytes> raw[kRows][kTileVectors];
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
-      rows[u] = RowAddress(p, g, __ldg(p.ids + j + u), counting, &misses);
+      rows[u] = RowAddress(p, g, id(u), counting, &misses);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
@@ -265,7 +325,7 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       if constexpr (IsQuantized(kT)) {
         s = LoadScale<kT>(rows[u], p.dim);
       }
-      const float w = weighted ? __ldg(p.weights + j + u) : 1.0f;
+      const float w = weight(u);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
@@ -280,12 +340,47 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       }
     }
   };
-  int64_t j = begin;
-  for (; j + kUnroll <= end; j += kUnroll) {
-    add_rows(j, std::integral_constant<int, kUnroll>{});
-  }
-  for (; j < end; ++j) {
-    add_rows(j, std::integral_constant<int, 1>{});
+  if (kStageIds && g.group >= kUnroll) {
+    // The group's lanes load the bag's ids and weights `group` at a time, one each (one
+    // coalesced load), and each row's id comes from its lane by a shuffle: no id load waits in
+    // front of each run of row loads. All the group's lanes run the same trips, so the shuffles
+    // see all of them.
+    const unsigned group_mask = g.group == 32 ? 0xffffffffu
+                                              : ((1u << g.group) - 1u)
+                                                    << ((threadIdx.x % 32) & ~(g.group - 1));
+    for (int64_t base = begin; base < end;) {
+      const int n = static_cast<int>(end - base < g.group ? end - base : g.group);
+      const long long my_id = lane < n ? __ldg(p.ids + base + lane) : 0;
+      const float my_weight = weighted && lane < n ? __ldg(p.weights + base + lane) : 1.0f;
+      int u = 0;
+      for (; u + kUnroll <= n; u += kUnroll) {
+        add_rows(
+            std::integral_constant<int, kUnroll>{},
+            [&](int r) {
+              return static_cast<int64_t>(__shfl_sync(group_mask, my_id, u + r, g.group));
+            },
+            [&](int r) { return __shfl_sync(group_mask, my_weight, u + r, g.group); });
+      }
+      for (; u < n; ++u) {
+        add_rows(
+            std::integral_constant<int, 1>{},
+            [&](int) { return static_cast<int64_t>(__shfl_sync(group_mask, my_id, u, g.group)); },
+            [&](int) { return __shfl_sync(group_mask, my_weight, u, g.group); });
+      }
+      base += n;
+    }
+  } else {
+    auto id = [&](int64_t j) { return [&p, j](int u) { return __ldg(p.ids + j + u); }; };
+    auto weight = [&](int64_t j) {
+      return [&p, j, weighted](int u) { return weighted ? __ldg(p.weights + j + u) : 1.0f; };
+    };
+    int64_t j = begin;
+    for (; j + kUnroll <= end; j += kUnroll) {
+      add_rows(std::integral_constant<int, kUnroll>{}, id(j), weight(j));
+    }
+    for (; j < end; ++j) {
+      add_rows(std::integral_constant<int, 1>{}, id(j), weight(j));
+    }
   }
   const bool scaled = p.scales != nullptr;
   const float scale = scaled ? __ldg(p.scales + bag) : 1.0f;
@@ -320,18 +415,24 @@ __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGri
   const int64_t first_vector = tile * g.group * kTileVectors + lane;
   const bool counting = tile == 0 && lane == 0;
   unsigned misses = 0;
-  const uint8_t* rows[kRows];
+  // Every load of every row first, a quantized row's scale and bias with its values: the stores
+  // below may alias the table as far as the compiler knows, so a load left until after a store
+  // would wait for it, one row's latency after another.
   RawVector<kVecBytes> raw[kRows][kTileVectors];
+  RowScale scales[kRows];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (first + u < p.num_bags) {
-      rows[u] = RowAddress(p, g, __ldg(p.ids + first + u), counting, &misses);
+      const uint8_t* row = RowAddress(p, g, __ldg(p.ids + first + u), counting, &misses);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
         if (v < g.vectors) {
-          raw[u][k] = LoadVector<kT, kVecBytes>(rows[u], v * kValues);
+          raw[u][k] = LoadVector<kT, kVecBytes>(row, v * kValues);
         }
+      }
+      if constexpr (IsQuantized(kT)) {
+        scales[u] = LoadScale<kT>(row, p.dim);
       }
     }
   }
@@ -339,10 +440,7 @@ __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGri
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (first + u < p.num_bags) {
-      RowScale s{0.0f, 0.0f};
-      if constexpr (IsQuantized(kT)) {
-        s = LoadScale<kT>(rows[u], p.dim);
-      }
+      const RowScale s = IsQuantized(kT) ? scales[u] : RowScale{0.0f, 0.0f};
       void* out_row =
           static_cast<unsigned char*>(p.out) + static_cast<size_t>(first + u) * out_row_bytes;
 #pragma unroll
@@ -360,7 +458,8 @@ __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGri
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
-__global__ void __launch_bounds__(kBlockThreads) GatherKernel(const DeviceBags p, const BagGrid g) {
+__global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
+    GatherKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread / g.group;
   const int lane = static_cast<int>(thread % g.group);
@@ -374,7 +473,8 @@ __global__ void __launch_bounds__(kBlockThreads) GatherKernel(const DeviceBags p
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
-__global__ void __launch_bounds__(kBlockThreads) BagKernel(const DeviceBags p, const BagGrid g) {
+__global__ void __launch_bounds__(kBlockThreads, kBagMinBlocks)
+    BagKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread / g.group;
   const int lane = static_cast<int>(thread % g.group);

@@ -7,9 +7,16 @@
 namespace emb::kernels::bags {
 namespace {
 
-// Rows added per step: with two vectors a lane, fewer rows keep the registers in bounds.
+// Rows added per step: with two vectors a lane, fewer rows keep the registers in bounds. Builds
+// for benchmarks may set others (-DEMB_BAG_UNROLL_1=N, -DEMB_BAG_UNROLL_2=N) to sweep them.
+#ifndef EMB_BAG_UNROLL_1
+#define EMB_BAG_UNROLL_1 8
+#endif
+#ifndef EMB_BAG_UNROLL_2
+#define EMB_BAG_UNROLL_2 4
+#endif
 template <int kTileVectors>
-inline constexpr int kUnrollFor = kTileVectors == 1 ? 8 : 4;
+inline constexpr int kUnrollFor = kTileVectors == 1 ? EMB_BAG_UNROLL_1 : EMB_BAG_UNROLL_2;
 
 // The widest load (bytes) that every vector of every row of `t` can use: the row's elements
 // split into whole vectors and each row starts aligned to it (the table's address and the row's

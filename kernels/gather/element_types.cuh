@@ -25,43 +25,14 @@ struct BF16 {
   using Bits = uint16_t;
 };
 
-// Widening is exact. A NaN keeps its payload bits, as HalfToFloat /
-// BFloat16ToFloat do on the host (the hardware conversion would make it
-// canonical).
+// The conversions are kernels/data_type.h's, which use the hardware's on the device (NaN keeps
+// the host's payload pattern; gather_gpu_test checks them bit for bit against the host's).
 __device__ __forceinline__ float ToFloat(F32, uint32_t b) { return __uint_as_float(b); }
 __device__ __forceinline__ float ToFloat(BF16, uint16_t b) { return BFloat16ToFloat(b); }
-__device__ __forceinline__ float ToFloat(F16, uint16_t b) {
-  float f;
-  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b));
-  if ((b & 0x7fffu) > 0x7c00u) {  // NaN
-    f = __uint_as_float((uint32_t{b & 0x8000u} << 16) | 0x7f800000u | (uint32_t{b & 0x3ffu} << 13));
-  }
-  return f;
-}
-
-// Narrowing uses the hardware's round-to-nearest-even conversion, which matches
-// FloatToHalf / FloatToBFloat16 bit for bit on every non-NaN input (subnormals
-// and overflow to infinity included; gather_gpu_test checks it). Only NaN
-// differs: the hardware gives the canonical NaN, so NaN takes the host's
-// quieted-payload pattern instead.
+__device__ __forceinline__ float ToFloat(F16, uint16_t b) { return HalfToFloat(b); }
 __device__ __forceinline__ uint32_t FromFloat(F32, float f) { return __float_as_uint(f); }
-__device__ __forceinline__ uint16_t FromFloat(F16, float f) {
-  uint16_t h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  if (f != f) {
-    const uint32_t u = __float_as_uint(f);
-    h = static_cast<uint16_t>(((u >> 16) & 0x8000u) | 0x7e00u | ((u >> 13) & 0x3ffu));
-  }
-  return h;
-}
-__device__ __forceinline__ uint16_t FromFloat(BF16, float f) {
-  uint16_t h;
-  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
-  if (f != f) {
-    h = static_cast<uint16_t>((__float_as_uint(f) >> 16) | 0x0040u);
-  }
-  return h;
-}
+__device__ __forceinline__ uint16_t FromFloat(F16, float f) { return FloatToHalf(f); }
+__device__ __forceinline__ uint16_t FromFloat(BF16, float f) { return FloatToBFloat16(f); }
 
 // The register type of one memory access of kBytes.
 template <int kBytes>
