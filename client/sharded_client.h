@@ -7,9 +7,9 @@
 // that fails fails the whole call, with that shard named; there is never a partial answer.
 //
 // Each shard's replicas are found and balanced by gRPC itself: a target such as
-// "dns:///embedding-shard-0.NAMESPACE.svc.cluster.local:50051" (a headless Service) resolves to
-// every replica, the channel balances round_robin over them, and a call that fails UNAVAILABLE on
-// one is retried on another (ShardServiceConfig). Thread-safe.
+// "dns:///embedding-server-shard-0.NAMESPACE.svc.cluster.local:50051" (a headless Service) resolves
+// to every replica, the channel balances round_robin over them, and a call that fails UNAVAILABLE
+// on one is retried on another (ShardServiceConfig). Thread-safe.
 #ifndef EMB_CLIENT_SHARDED_CLIENT_H_
 #define EMB_CLIENT_SHARDED_CLIENT_H_
 
