@@ -28,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import ghz_run  # noqa: E402
+import report  # noqa: E402
 from local_server import Server  # noqa: E402
 
 
@@ -134,14 +135,7 @@ def main():
         lines.append(f"| {r['server']} | {r['concurrency']} | {r['calls_per_s']:,.0f} | "
                      f"{r['ids_per_s'] / 1e6:,.1f} M | {r['p50_ms'] or 0:.2f} | "
                      f"{r['p99_ms'] or 0:.2f} | {hit} | {ratio:.2f} | {r['not_ok']} |")
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        with open(a.out + ".jsonl", "w") as f:
-            for r in results:
-                f.write(json.dumps(r) + "\n")
+    report.write("\n".join(lines), results, a.out)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import ghz_run  # noqa: E402
+import report  # noqa: E402
 from local_server import Server  # noqa: E402
 
 
@@ -92,14 +93,7 @@ def main():
                      f"{r['ids_per_s'] / 1e6:,.2f} M | {r['payload_bytes']:,} | "
                      f"{r['p50_ms'] or 0:.3f} | {r['p99_ms'] or 0:.3f} | "
                      f"{r['gather_us_per_batch']:.1f} | {r['not_ok']} |")
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        with open(a.out + ".jsonl", "w") as f:
-            for r in rows:
-                f.write(json.dumps(r) + "\n")
+    report.write("\n".join(lines), rows, a.out)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import report  # noqa: E402
 from local_server import Server  # noqa: E402
 
 
@@ -82,14 +83,7 @@ def main():
                      f"| {r['server']} | {r['concurrency']} | {rate:,.0f} | "
                      f"{rate * r['batch'] / 1e6:,.2f} M | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | "
                      f" | |")
-    text = "\n".join(lines)
-    print(text)
-    if a.out:
-        with open(a.out, "w") as f:
-            f.write(text + "\n")
-        with open(a.out + ".jsonl", "w") as f:
-            for r in results:
-                f.write(json.dumps(r) + "\n")
+    report.write("\n".join(lines), results, a.out)
 
 
 if __name__ == "__main__":
