@@ -367,8 +367,11 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
   options.max_batch_ids = config.batcher.max_batch_ids;
   options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
     SetNotServing();  // before the report, which ends the process
+    // Until the process ends, once a scrape has recorded the loss (WaitUntilScraped), new calls
+    // get UNAVAILABLE, which clients retry elsewhere as they would once the process is gone.
+    service_->RefuseCalls();
     device_loss_->SetLost(why);
-    device_loss_->WaitUntilScraped();  // so that Prometheus records the loss
+    device_loss_->WaitUntilScraped();
     report(why);
   };
   answer_pool_ =
