@@ -303,10 +303,13 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
     if (r.pooled) {
       AddBags(r, *batch);
     }
-    // A shard's store holds its rows from 0: the global ids (checked to be its own) moved down.
-    const int64_t first_row = store_->info().first_row;
-    for (const int64_t id : r.ids) {
-      batch->ids.push_back(id - first_row);
+    batch->ids.insert(batch->ids.end(), r.ids.begin(), r.ids.end());
+    // A shard's store holds its rows from 0: its global ids (checked to be its own) moved down.
+    if (const int64_t first_row = store_->info().first_row; first_row != 0) {
+      for (auto id = batch->ids.end() - static_cast<std::ptrdiff_t>(r.ids.size());
+           id != batch->ids.end(); ++id) {
+        *id -= first_row;
+      }
     }
     batch->answer_rows += r.answer_rows();
     *r.out = answer_pool_->Acquire(r.answer_rows() * row_bytes);
