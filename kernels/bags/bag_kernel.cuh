@@ -46,7 +46,7 @@ inline constexpr bool kStageIds = EMB_BAG_STAGE_IDS != 0;
 
 // What the launcher chose for a launch.
 struct BagGrid {
-  int group;         // lanes per (bag, tile)
+  int group;         // lanes per (bag, tile): a power of two, up to 32
   int64_t vectors;   // per row: dim / values per vector
   int64_t tiles;     // per bag
   size_t row_bytes;  // of the table
@@ -285,8 +285,8 @@ template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
 __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid& g, int64_t item,
                                              int lane) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
-  const int64_t bag = item / g.tiles;
-  const int64_t tile = item % g.tiles;
+  const int64_t bag = g.tiles == 1 ? item : item / g.tiles;  // a 64-bit divide only if needed
+  const int64_t tile = item - bag * g.tiles;
   const int64_t first_vector = tile * g.group * kTileVectors + lane;
   const int64_t begin = p.offsets != nullptr ? p.offsets[bag] : bag;
   const int64_t end = p.offsets != nullptr ? p.offsets[bag + 1] : bag + 1;
@@ -306,11 +306,21 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
   // then the sums in id order.
   auto add_rows = [&](auto rows_constant, auto id, auto weight) {
     constexpr int kRows = decltype(rows_constant)::value;
+    // The ids, then the rows' addresses, then the rows: each step's loads all in flight at once
+    // (a row's id loaded just before its row would wait for it, row after row).
+    int64_t ids[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      ids[u] = id(u);
+    }
     const uint8_t* rows[kRows];
+#pragma unroll
+    for (int u = 0; u < kRows; ++u) {
+      rows[u] = RowAddress(p, g, ids[u], counting, &misses);
+    }
     RawVector<kVecBytes> raw[kRows][kTileVectors];
 #pragma unroll
     for (int u = 0; u < kRows; ++u) {
-      rows[u] = RowAddress(p, g, id(u), counting, &misses);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
@@ -410,20 +420,34 @@ template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
 __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGrid& g, int64_t item,
                                                int lane) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
-  const int64_t first = (item / g.tiles) * kRows;
-  const int64_t tile = item % g.tiles;
+  const int64_t block = g.tiles == 1 ? item : item / g.tiles;  // a 64-bit divide only if needed
+  const int64_t first = block * kRows;
+  const int64_t tile = item - block * g.tiles;
   const int64_t first_vector = tile * g.group * kTileVectors + lane;
   const bool counting = tile == 0 && lane == 0;
   unsigned misses = 0;
   // Every load of every row first, a quantized row's scale and bias with its values: the stores
   // below may alias the table as far as the compiler knows, so a load left until after a store
   // would wait for it, one row's latency after another.
+  // The ids, then the rows' addresses (a host tier's slots), then the rows, each step's loads all
+  // in flight at once: a row's id loaded just before its row would wait for it, row after row.
+  // Past the last id, row 0 stands in (read, never written).
+  int64_t ids[kRows];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    ids[u] = first + u < p.num_bags ? __ldg(p.ids + first + u) : 0;
+  }
+  const uint8_t* addresses[kRows];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    addresses[u] = RowAddress(p, g, ids[u], counting && first + u < p.num_bags, &misses);
+  }
   RawVector<kVecBytes> raw[kRows][kTileVectors];
   RowScale scales[kRows];
 #pragma unroll
   for (int u = 0; u < kRows; ++u) {
     if (first + u < p.num_bags) {
-      const uint8_t* row = RowAddress(p, g, __ldg(p.ids + first + u), counting, &misses);
+      const uint8_t* row = addresses[u];
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
         const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
@@ -461,8 +485,8 @@ template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
 __global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
     GatherKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
-  const int64_t item = thread / g.group;
-  const int lane = static_cast<int>(thread % g.group);
+  const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
+  const int lane = static_cast<int>(thread & (g.group - 1));
   unsigned misses = 0;
   if (item < (p.num_bags + kRows - 1) / kRows * g.tiles) {
     misses = GatherItem<kT, kVecBytes, kTileVectors, kRows>(p, g, item, lane);
@@ -476,8 +500,8 @@ template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
 __global__ void __launch_bounds__(kBlockThreads, kBagMinBlocks)
     BagKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
-  const int64_t item = thread / g.group;
-  const int lane = static_cast<int>(thread % g.group);
+  const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
+  const int lane = static_cast<int>(thread & (g.group - 1));
   unsigned misses = 0;
   if (item < p.num_bags * g.tiles) {
     misses = PoolItem<kT, kVecBytes, kTileVectors, kUnroll>(p, g, item, lane);

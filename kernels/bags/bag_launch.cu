@@ -3,6 +3,7 @@
 
 #include "kernels/bags/bag_kernel.cuh"
 #include "kernels/bags/bag_launch.h"
+#include "kernels/bags/quantized_units_kernel.cuh"
 
 namespace emb::kernels::bags {
 namespace {
@@ -86,6 +87,11 @@ cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
 
 template <DataType kT>
 cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
+  if constexpr (IsQuantized(kT)) {
+    if (IsGather(p) && QuantizedUnitsFit(p)) {
+      return LaunchQuantizedUnits<kT>(p, stream);
+    }
+  }
   const int b = VectorBytes(
       kT, p.dim,
       reinterpret_cast<uintptr_t>(p.table) | reinterpret_cast<uintptr_t>(p.cached.cache));
