@@ -4,8 +4,10 @@
 # reachable: the Dockerfile lints clean (dockerfile-utils), the image builds with
 # --pull=never --network=host, and the containerised server, on the host's network, answers the
 # host's embedding-client (health), a lookup whose rows equal the demo table's (Python client,
-# numpy) and /metrics; it runs as uid 65532 and exits 0 on SIGTERM. Prints the image's size and
-# the time each step took.
+# numpy) and /metrics; it runs as uid 65532 and exits 0 on SIGTERM. Then the image's exported
+# root filesystem passes deploy/docker/run-gpu-rootfs --device=cpu (the script that runs the gpu
+# image on a GPU host without podman: all of it but the GPU and its driver). Prints the image's
+# size and the time each step took.
 #   image_check.sh SOURCE_DIR BUILD_DIR CLIENT
 # The base tarball and podman's storage (with its layer cache) are kept in BUILD_DIR/image-cache,
 # so a second run rebuilds only what changed; EMB_IMAGE_CACHE=0 uses a fresh one, deleted after.
@@ -32,7 +34,7 @@ export CONTAINERS_CONF=$WORK/containers.conf
 P=(podman --root "$CACHE/storage" --runroot "$CACHE/run" --tmpdir "$CACHE/tmp")
 # Remove the container, then lib.sh's cleanup with the script's status (set +e: `(exit 1)` must
 # not end the trap before it).
-trap 'status=$?; set +e; "${P[@]}" rm -f -t 0 "$NAME" >/dev/null 2>&1; (exit $status); cleanup' EXIT
+trap 'status=$?; set +e; "${P[@]}" rm -f -t 0 "$NAME" "$NAME-rootfs" >/dev/null 2>&1; (exit $status); cleanup' EXIT
 t0=$SECONDS
 step() { echo "image: $1 ($((SECONDS - t0)) s)"; }
 
@@ -44,31 +46,12 @@ LINT=$SRC/.tools/node_modules/.bin/dockerfile-utils
 step "Dockerfile lints clean"
 
 # 2. The base: debootstrap --variant=minbase from the mirror apt uses, trimmed as debian:12-slim
-# is (no package lists, caches, docs or locales), imported under the name the Dockerfile uses.
+# is (deploy/docker/debian-base), imported under the name the Dockerfile uses.
 if ! "${P[@]}" image exists "$BASE"; then
   tarball=$CACHE/debian-12-minbase.tar
   if [[ ! -f $tarball ]]; then
-    mirror=$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [[ -n $mirror ]] ||
-      mirror=$(awk '$1 == "deb" { for (i = 2; i <= NF; i++) if ($i ~ /^https?:/) { print $i; exit } }' \
-               /etc/apt/sources.list 2>/dev/null || true)
-    [[ -n $mirror ]] || fail "no Debian mirror in /etc/apt/sources.list(.d)"
-    rootfs=$WORK/rootfs
-    debootstrap --variant=minbase bookworm "$rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 ||
-      { tail -20 "$WORK/debootstrap.log"; fail "debootstrap from $mirror"; }
-    rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* \
-           "$rootfs"/usr/share/man/* "$rootfs"/usr/share/info/* "$rootfs"/usr/share/locale/*
-    find "$rootfs/usr/share/doc" -type f ! -name copyright -delete
-    cat >"$rootfs/etc/dpkg/dpkg.cfg.d/slim" <<'DPKG'
-path-exclude /usr/share/doc/*
-path-include /usr/share/doc/*/copyright
-path-exclude /usr/share/man/*
-path-exclude /usr/share/info/*
-path-exclude /usr/share/locale/*
-DPKG
-    tar -C "$rootfs" -cf "$tarball.tmp" . && mv "$tarball.tmp" "$tarball"
-    rm -rf "$rootfs"
-    step "debootstrap'ed the base from $mirror"
+    "$SRC/deploy/docker/debian-base" "$tarball" || fail "deploy/docker/debian-base"
+    step "debootstrap'ed the base"
   fi
   "${P[@]}" import "$tarball" "$BASE" >"$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "podman import"; }
   step "imported the base as $BASE"
@@ -150,4 +133,17 @@ step "health SERVING, rows checked, /metrics served"
 "${P[@]}" stop -t 30 "$NAME" >/dev/null || fail "podman stop"
 code=$("${P[@]}" inspect --format '{{.State.ExitCode}}' "$NAME")
 [[ $code == 0 ]] || { "${P[@]}" logs "$NAME" | tail -20; fail "exit status $code after SIGTERM"; }
-step "SIGTERM: the server exited 0; image check passed"
+step "SIGTERM: the server exited 0"
+
+# 5. deploy/docker/run-gpu-rootfs on this image's root filesystem, without a GPU: unpacks it,
+# mounts /dev, /sys and /proc, runs the entrypoint in a chroot as the image's user, checks a
+# LookUp made by the image's client, SIGTERM. Its folder is its own under /tmp (not WORK, which
+# lib.sh removes with a plain rm -rf), and it removes it only once nothing is mounted there.
+"${P[@]}" create --name "$NAME-rootfs" "$IMAGE" >/dev/null || fail "podman create"
+"${P[@]}" export -o "$WORK/rootfs.tar" "$NAME-rootfs" || fail "podman export"
+"${P[@]}" rm "$NAME-rootfs" >/dev/null || fail "podman rm"
+"$SRC/deploy/docker/run-gpu-rootfs" --device=cpu --demo_table=2000x32 "$WORK/rootfs.tar" \
+  >"$WORK/run-gpu-rootfs.log" 2>&1 ||
+  { cat "$WORK/run-gpu-rootfs.log"; fail "deploy/docker/run-gpu-rootfs --device=cpu"; }
+grep "LookUp" "$WORK/run-gpu-rootfs.log"
+step "deploy/docker/run-gpu-rootfs --device=cpu passed on its root filesystem; image check passed"
