@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/common/bench_flags.h"
 #include "bench/kernels/round_trip_probe.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
@@ -33,16 +34,6 @@ using emb::kernels::CudaEvent;
 using emb::kernels::CudaStream;
 using emb::kernels::DeviceBuffer;
 using emb::kernels::PinnedBuffer;
-
-int Flag(int argc, char** argv, const char* name, int fallback) {
-  const std::string prefix = std::string("--") + name + "=";
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return std::atoi(argv[i] + prefix.size());
-    }
-  }
-  return fallback;
-}
 
 void Die(const char* what, cudaError_t e) {
   std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorName(e));
@@ -68,10 +59,15 @@ void Must(const absl::Status& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int num_ids = Flag(argc, argv, "ids", 16);
-  const int dim = Flag(argc, argv, "dim", 128);
-  const int rounds = Flag(argc, argv, "rounds", 3000);
-  const int gap_us = Flag(argc, argv, "gap_us", 0);
+  emb::bench::Flags flags(argc, argv);
+  const auto num_ids = static_cast<int>(flags.Int("ids", 16, 1));
+  const auto dim = static_cast<int>(flags.Int("dim", 128, 1));
+  const auto rounds = static_cast<int>(flags.Int("rounds", 3000, 1));
+  const auto gap_us = static_cast<int>(flags.Int("gap_us", 0, 0));
+  if (!flags.status().ok()) {
+    std::fprintf(stderr, "round_trip_benchmark: %s\n", flags.status().ToString().c_str());
+    return 2;
+  }
   constexpr int64_t kRows = 100000;
   const size_t out_bytes = static_cast<size_t>(num_ids) * dim * sizeof(float);
 

@@ -10,18 +10,16 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "bench/common/bench_flags.h"
 #include "client/embedding_client.h"
 #include "client/sharded_client.h"
 
@@ -29,25 +27,6 @@ namespace emb::client {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Flag(int argc, char** argv, const char* name, const std::string& fallback) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return argv[i] + prefix.size();
-    }
-  }
-  return fallback;
-}
-
-int64_t IntFlag(int argc, char** argv, const char* name, int64_t fallback) {
-  int64_t v = fallback;
-  if (!absl::SimpleAtoi(Flag(argc, argv, name, std::to_string(fallback)), &v) || v <= 0) {
-    std::fprintf(stderr, "sharded_load: --%s must be a positive integer\n", name);
-    std::exit(2);
-  }
-  return v;
-}
 
 double Percentile(std::vector<double> v, double q) {
   if (v.empty()) {
@@ -59,14 +38,19 @@ double Percentile(std::vector<double> v, double q) {
 }
 
 int Run(int argc, char** argv) {
-  const std::string whole = Flag(argc, argv, "whole", "");
-  const std::string shards_flag = Flag(argc, argv, "shards", "");
-  const int64_t batch = IntFlag(argc, argv, "batch", 4096);
-  const int64_t concurrency = IntFlag(argc, argv, "concurrency", 16);
-  const int64_t seconds = IntFlag(argc, argv, "seconds", 5);
-  const int64_t warmup = IntFlag(argc, argv, "warmup_seconds", 1);
-  const int64_t requests = IntFlag(argc, argv, "requests", 64);
-  const int64_t seed = IntFlag(argc, argv, "seed", 1);
+  bench::Flags flags(argc, argv);
+  const std::string whole = flags.Get("whole", "");
+  const std::string shards_flag = flags.Get("shards", "");
+  const int64_t batch = flags.Int("batch", 4096, 1);
+  const int64_t concurrency = flags.Int("concurrency", 16, 1);
+  const int64_t seconds = flags.Int("seconds", 5, 1);
+  const int64_t warmup = flags.Int("warmup_seconds", 1, 1);
+  const int64_t requests = flags.Int("requests", 64, 1);
+  const int64_t seed = flags.Int("seed", 1, 1);
+  if (!flags.status().ok()) {
+    std::fprintf(stderr, "sharded_load: %s\n", flags.status().ToString().c_str());
+    return 2;
+  }
   if (whole.empty() == shards_flag.empty()) {
     std::fprintf(stderr, "sharded_load: give --whole or --shards\n");
     return 2;

@@ -36,6 +36,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
+#include "bench/common/bench_flags.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/device_buffer.h"
 #include "service/common/status_macros.h"
@@ -49,16 +50,6 @@ namespace emb::service {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string Flag(int argc, char** argv, const char* name, const std::string& fallback) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return argv[i] + prefix.size();
-    }
-  }
-  return fallback;
-}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -291,27 +282,21 @@ absl::StatusOr<Timing> MeasureHostGather(const std::byte* rows, int64_t dim, IdS
 }
 
 int Run(int argc, char** argv) {
-  int64_t rows = 0;
-  int64_t dim = 0;
-  int64_t batch = 0;
-  int64_t cache_percent = 0;
-  int64_t batches = 0;
-  int64_t gather_threads = 0;
-  int64_t pool_batches = 0;
-  double warmup_seconds = 0;
-  if (!absl::SimpleAtoi(Flag(argc, argv, "rows", "33554432"), &rows) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "dim", "128"), &dim) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "batch", "65536"), &batch) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "cache_percent", "10"), &cache_percent) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "batches", "100"), &batches) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "gather_threads", "8"), &gather_threads) ||
-      !absl::SimpleAtoi(Flag(argc, argv, "pool_batches", "512"), &pool_batches) ||
-      !absl::SimpleAtod(Flag(argc, argv, "warmup_seconds", "6"), &warmup_seconds)) {
-    std::fprintf(stderr, "bad flag\n");
+  bench::Flags flags(argc, argv);
+  const int64_t rows = flags.Int("rows", 33554432, 1);
+  const int64_t dim = flags.Int("dim", 128, 1);
+  const int64_t batch = flags.Int("batch", 65536, 1);
+  const int64_t cache_percent = flags.Int("cache_percent", 10, 0);
+  const int64_t batches = flags.Int("batches", 100, 1);
+  const int64_t gather_threads = flags.Int("gather_threads", 8, 1);
+  const int64_t pool_batches = flags.Int("pool_batches", 512, 1);
+  const double warmup_seconds = flags.Double("warmup_seconds", 6, 0);
+  if (!flags.status().ok()) {
+    std::fprintf(stderr, "host_tier_benchmark: %s\n", flags.status().ToString().c_str());
     return 2;
   }
   std::vector<double> exponents;
-  for (absl::string_view e : absl::StrSplit(Flag(argc, argv, "exponents", "0,0.8,1.05,1.2"), ',')) {
+  for (absl::string_view e : absl::StrSplit(flags.Get("exponents", "0,0.8,1.05,1.2"), ',')) {
     double x = 0;
     if (!absl::SimpleAtod(e, &x)) {
       std::fprintf(stderr, "bad --exponents\n");

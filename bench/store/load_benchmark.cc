@@ -43,6 +43,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
+#include "bench/common/bench_flags.h"
 #include "kernels/cuda_status.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
@@ -57,26 +58,6 @@ namespace emb::service {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// --name=value from argv, or `fallback`.
-std::string Flag(int argc, char** argv, const char* name, const std::string& fallback) {
-  const std::string prefix = absl::StrCat("--", name, "=");
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], prefix.c_str(), prefix.size()) == 0) {
-      return argv[i] + prefix.size();
-    }
-  }
-  return fallback;
-}
-
-absl::StatusOr<int64_t> IntFlag(int argc, char** argv, const char* name, int64_t fallback) {
-  const std::string text = Flag(argc, argv, name, std::to_string(fallback));
-  int64_t v = 0;
-  if (!absl::SimpleAtoi(text, &v) || v < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--", name, "=", text, ": not a count"));
-  }
-  return v;
-}
 
 double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
@@ -288,25 +269,26 @@ absl::StatusOr<double> PinnedCopySeconds(const std::byte* h_src, std::byte* d_ds
 }
 
 absl::Status Run(int argc, char** argv) {
-  const std::string path = Flag(argc, argv, "path", "/tmp/emb_load_benchmark.npy");
-  ASSIGN_OR_RETURN(const int64_t want_bytes, IntFlag(argc, argv, "bytes", int64_t{1} << 32));
-  ASSIGN_OR_RETURN(const int64_t dim, IntFlag(argc, argv, "dim", 1024));
-  ASSIGN_OR_RETURN(const int64_t turns, IntFlag(argc, argv, "turns", 3));
-  ASSIGN_OR_RETURN(const int64_t cold_turns, IntFlag(argc, argv, "cold_turns", 1));
-  ASSIGN_OR_RETURN(const int64_t chunk_flag, IntFlag(argc, argv, "chunk_bytes", 0));
-  ASSIGN_OR_RETURN(const int64_t rewrite, IntFlag(argc, argv, "rewrite", 0));
-  ASSIGN_OR_RETURN(const int64_t gpu_budget, IntFlag(argc, argv, "gpu_budget", 0));
+  bench::Flags flags(argc, argv);
+  const std::string path = flags.Get("path", "/tmp/emb_load_benchmark.npy");
+  const int64_t want_bytes = flags.Int("bytes", int64_t{1} << 32, 0);
+  const int64_t dim = flags.Int("dim", 1024, 1);
+  const int64_t turns = flags.Int("turns", 3, 1);
+  const int64_t cold_turns = flags.Int("cold_turns", 1, 0);
+  const int64_t chunk_flag = flags.Int("chunk_bytes", 0, 0);
+  const int64_t rewrite = flags.Int("rewrite", 0, 0);
+  const int64_t gpu_budget = flags.Int("gpu_budget", 0, 0);
+  RETURN_IF_ERROR(flags.status());
   std::vector<int> reader_settings;
-  for (absl::string_view r : absl::StrSplit(Flag(argc, argv, "readers", "1,0"), ',')) {
+  for (absl::string_view r : absl::StrSplit(flags.Get("readers", "1,0"), ',')) {
     int v = 0;
     if (!absl::SimpleAtoi(r, &v) || v < 0) {
       return absl::InvalidArgumentError(absl::StrCat("--readers: '", r, "' is not a count"));
     }
     reader_settings.push_back(v);
   }
-  if (dim <= 0 || turns <= 0 || (want_bytes != 0 && want_bytes < dim * 4)) {
-    return absl::InvalidArgumentError(
-        "--dim and --turns must be positive, --bytes 0 or >= 4 * dim");
+  if (want_bytes != 0 && want_bytes < dim * 4) {
+    return absl::InvalidArgumentError("--bytes must be 0 or >= 4 * dim");
   }
   const auto chunk_bytes = static_cast<size_t>(chunk_flag);
 
