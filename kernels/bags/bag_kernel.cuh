@@ -369,13 +369,15 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
             [&](int r) {
               return static_cast<int64_t>(__shfl_sync(group_mask, my_id, u + r, g.group));
             },
-            [&](int r) { return __shfl_sync(group_mask, my_weight, u + r, g.group); });
+            [&](int r) {
+              return weighted ? __shfl_sync(group_mask, my_weight, u + r, g.group) : 1.0f;
+            });
       }
       for (; u < n; ++u) {
         add_rows(
             std::integral_constant<int, 1>{},
             [&](int) { return static_cast<int64_t>(__shfl_sync(group_mask, my_id, u, g.group)); },
-            [&](int) { return __shfl_sync(group_mask, my_weight, u, g.group); });
+            [&](int) { return weighted ? __shfl_sync(group_mask, my_weight, u, g.group) : 1.0f; });
       }
       base += n;
     }

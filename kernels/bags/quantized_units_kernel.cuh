@@ -31,6 +31,11 @@ namespace emb::kernels::bags {
 #define EMB_QUNITS_UNROLL 4
 #endif
 inline constexpr int kQuantizedUnroll = EMB_QUNITS_UNROLL;
+// Whether answer stores are evict-first (st.global.cs), as the float gather's rule has them.
+// Builds for benchmarks may set -DEMB_QUNITS_STREAMING=1.
+#ifndef EMB_QUNITS_STREAMING
+#define EMB_QUNITS_STREAMING 0
+#endif
 
 // Values of answer type `out` in one 16-byte unit.
 __host__ __device__ constexpr int UnitValues(DataType out) {
@@ -144,11 +149,16 @@ __global__ void __launch_bounds__(kBlockThreads)
       float x[kValues];
 #pragma unroll
       for (int i = 0; i < kValues; ++i) {
-        x[i] = DequantizeValue(LevelAsFloat(LevelBitsAt<kT, kValues>(levels[k], i)), s.scale,
-                               s.bias);
+        x[i] =
+            DequantizeValue(LevelAsFloat(LevelBitsAt<kT, kValues>(levels[k], i)), s.scale, s.bias);
       }
       const bool finite = isfinite(s.scale) && isfinite(s.bias);
-      static_cast<uint4*>(p.out)[c] = PackUnit<kOut, kValues>(x, finite);
+      uint4* out = static_cast<uint4*>(p.out) + c;
+      if (EMB_QUNITS_STREAMING != 0) {
+        __stcs(out, PackUnit<kOut, kValues>(x, finite));
+      } else {
+        *out = PackUnit<kOut, kValues>(x, finite);
+      }
     }
   }
   if (p.cached.misses != nullptr) {  // the same for every thread: all reach the barriers
