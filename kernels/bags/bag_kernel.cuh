@@ -27,20 +27,26 @@ namespace emb::kernels::bags {
 inline constexpr int kBlockThreads = 256;
 // Blocks each SM must be able to hold (a bound on registers a thread), and whether PoolItem stages
 // a bag's ids (see there). Measured on the H200 (docs/benchmarks.md): staging the ids took 4% to
-// 26% off the pooled cases and needs ~100 registers, which a bound of 4 blocks (64 registers)
-// would spill; GatherKernel spills under any bound tighter than its own 128. So neither is bound.
-// Builds for benchmarks may set others (-DEMB_BAG_MIN_BLOCKS=N, -DEMB_GATHER_MIN_BLOCKS=N,
+// 26% off the pooled cases. With unchecked loads (PoolItem) a float32 bag kernel of one tile needs
+// 80 registers, and bound to 4 blocks (64 registers, 8 bytes spilled) it was up to 6% faster
+// still (device call O); two tiles spill 36 bytes under that bound and ran 1.5% slower, the other
+// table types need 90 to 180 registers, and GatherKernel spills under any bound tighter than its
+// own 128: those are not bound. Builds for benchmarks may set
+// others (-DEMB_BAG_MIN_BLOCKS=N for every table type, -DEMB_GATHER_MIN_BLOCKS=N,
 // -DEMB_BAG_STAGE_IDS=0 or 1; bench/kernels/build_bag_variant.sh) to measure them side by side.
-#ifndef EMB_BAG_MIN_BLOCKS
-#define EMB_BAG_MIN_BLOCKS 1
-#endif
 #ifndef EMB_GATHER_MIN_BLOCKS
 #define EMB_GATHER_MIN_BLOCKS 1
 #endif
 #ifndef EMB_BAG_STAGE_IDS
 #define EMB_BAG_STAGE_IDS 1
 #endif
-inline constexpr int kBagMinBlocks = EMB_BAG_MIN_BLOCKS;
+template <DataType kT, int kTileVectors>
+inline constexpr int kBagMinBlocks =
+#ifdef EMB_BAG_MIN_BLOCKS
+    EMB_BAG_MIN_BLOCKS;
+#else
+    kT == DataType::kFloat32&& kTileVectors == 1 ? 4 : 1;
+#endif
 inline constexpr int kGatherMinBlocks = EMB_GATHER_MIN_BLOCKS;
 inline constexpr bool kStageIds = EMB_BAG_STAGE_IDS != 0;
 
@@ -294,6 +300,16 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
   const bool counting = tile == 0 && lane == 0;
   unsigned misses = 0;
 
+  // The vector each of the lane's tile vectors loads: past the row's last vector (a lane beyond
+  // it: vectors not a power of two, or the last tile), the last one, read and summed but never
+  // stored. Loads without a bounds check keep the kernel in half the registers (118 -> 72 for
+  // float32 rows of 128 at 8 rows a step): a predicated load keeps its old value live.
+  int64_t loaded[kTileVectors];
+#pragma unroll
+  for (int k = 0; k < kTileVectors; ++k) {
+    const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
+    loaded[k] = v < g.vectors ? v : g.vectors - 1;
+  }
   float acc[kTileVectors][kValues];
 #pragma unroll
   for (int k = 0; k < kTileVectors; ++k) {
@@ -323,10 +339,7 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
     for (int u = 0; u < kRows; ++u) {
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
-        const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
-        if (v < g.vectors) {
-          raw[u][k] = LoadVector<kT, kVecBytes>(rows[u], v * kValues);
-        }
+        raw[u][k] = LoadVector<kT, kVecBytes>(rows[u], loaded[k] * kValues);
       }
     }
 #pragma unroll
@@ -338,14 +351,11 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       const float w = weight(u);
 #pragma unroll
       for (int k = 0; k < kTileVectors; ++k) {
-        const int64_t v = first_vector + static_cast<int64_t>(k) * g.group;
-        if (v < g.vectors) {
-          float x[kValues];
-          Decode<kT, kVecBytes>(raw[u][k], v * kValues, s, x);
+        float x[kValues];
+        Decode<kT, kVecBytes>(raw[u][k], loaded[k] * kValues, s, x);
 #pragma unroll
-          for (int i = 0; i < kValues; ++i) {
-            acc[k][i] = __fadd_rn(acc[k][i], weighted ? __fmul_rn(w, x[i]) : x[i]);
-          }
+        for (int i = 0; i < kValues; ++i) {
+          acc[k][i] = __fadd_rn(acc[k][i], weighted ? __fmul_rn(w, x[i]) : x[i]);
         }
       }
     }
@@ -499,7 +509,7 @@ __global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
-__global__ void __launch_bounds__(kBlockThreads, kBagMinBlocks)
+__global__ void __launch_bounds__(kBlockThreads, kBagMinBlocks<kT, kTileVectors>)
     BagKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
