@@ -31,9 +31,9 @@ inline constexpr int kBlockThreads = 256;
 // 80 registers, and bound to 4 blocks (64 registers, 8 bytes spilled) it was up to 6% faster
 // still (device call O); two tiles spill 36 bytes under that bound and ran 1.5% slower, the other
 // table types need 90 to 180 registers, and GatherKernel spills under any bound tighter than its
-// own 128: those are not bound. Builds for benchmarks may set
-// others (-DEMB_BAG_MIN_BLOCKS=N for every table type, -DEMB_GATHER_MIN_BLOCKS=N,
-// -DEMB_BAG_STAGE_IDS=0 or 1; bench/kernels/build_bag_variant.sh) to measure them side by side.
+// own 128: those are not bound. Builds for benchmarks may set others (-DEMB_BAG_MIN_BLOCKS=N
+// for every table type, -DEMB_GATHER_MIN_BLOCKS=N, -DEMB_BAG_STAGE_IDS=0 or 1;
+// bench/kernels/build_bag_variant.sh) to measure them side by side.
 #ifndef EMB_GATHER_MIN_BLOCKS
 #define EMB_GATHER_MIN_BLOCKS 1
 #endif
@@ -302,8 +302,8 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
 
   // The vector each of the lane's tile vectors loads: past the row's last vector (a lane beyond
   // it: vectors not a power of two, or the last tile), the last one, read and summed but never
-  // stored. Loads without a bounds check keep the kernel in half the registers (118 -> 72 for
-  // float32 rows of 128 at 8 rows a step): a predicated load keeps its old value live.
+  // stored. Loads without a bounds check take the kernel from 118 to 80 registers (float32 rows
+  // of 128 at 8 rows a step): a predicated load keeps its old value live.
   int64_t loaded[kTileVectors];
 #pragma unroll
   for (int k = 0; k < kTileVectors; ++k) {
