@@ -58,7 +58,13 @@ ABSL_FLAG(std::string, metrics_address, "0.0.0.0:9464",
           "Address for the Prometheus /metrics endpoint (port 0: any free port).");
 ABSL_FLAG(std::string, device, "auto",
           "Where tables live and gathers run: auto (cuda:0 if a GPU is visible, else cpu), cpu, "
-          "cuda or cuda:N.");
+          "cuda or cuda:N; or several, each table on all of them as --placement says: a list "
+          "(cuda:0,cuda:1) or all (every visible GPU).");
+ABSL_FLAG(std::string, placement, "replicas",
+          "How a table is laid out over the devices of a --device list, unless its --table "
+          "option placement= says: replicas (the whole table on each device; each batch goes to "
+          "the least busy) or rows (the rows split into one block a device, for a table larger "
+          "than one device; each batch's ids gathered where their rows live).");
 ABSL_FLAG(int64_t, max_batch_ids, 65536,
           "Most ids in one coalesced batch (one gather); also sizes the GPU buffers.");
 ABSL_FLAG(int64_t, max_queue_delay_us, 0,
@@ -293,6 +299,7 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.grpc_address = absl::GetFlag(FLAGS_grpc_address);
   c.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   c.device = absl::GetFlag(FLAGS_device);
+  c.placement = absl::GetFlag(FLAGS_placement);
   c.batcher.max_batch_ids = absl::GetFlag(FLAGS_max_batch_ids);
   c.batcher.max_queue_delay = absl::Microseconds(absl::GetFlag(FLAGS_max_queue_delay_us));
   c.batcher.max_queue_ids = absl::GetFlag(FLAGS_max_queue_ids);

@@ -48,6 +48,8 @@ class DeviceLossMetrics {
   // ..."). The first call's error is the one reported.
   void SetLost(absl::string_view why);
   bool lost() const;
+  // "cpu" or "cuda:N", as constructed.
+  const std::string& device() const { return device_; }
 
   // After SetLost: where the server was scraped within max_wait before now, waits until a scrape
   // has read the loss (then send_grace, for its answer to leave), at most max_wait; true if one

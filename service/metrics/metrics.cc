@@ -153,6 +153,21 @@ Metrics::Metrics()
                              "for a host-tier table; a quantized table's rows with their scales "
                              "and biases).")
                        .Register(*registry_)),
+      part_gather_duration_(BuildHistogram()
+                                .Name("embedding_part_gather_duration_seconds")
+                                .Help("A table on several devices: time of one part's gather of "
+                                      "its share of a batch, by device and part.")
+                                .Register(*registry_)),
+      part_ids_(BuildCounter()
+                    .Name("embedding_part_ids_total")
+                    .Help("A table on several devices: ids gathered by each part, by device and "
+                          "part (replicas: how the batches were shared).")
+                    .Register(*registry_)),
+      part_device_bytes_(BuildGauge()
+                             .Name("embedding_part_device_bytes")
+                             .Help("A table on several devices: GPU memory each part takes, by "
+                                   "device and part; 0 on the CPU.")
+                             .Register(*registry_)),
       table_device_bytes_(BuildGauge()
                               .Name("embedding_table_device_bytes")
                               .Help("GPU memory each loaded table takes: its rows, or its host "
@@ -223,6 +238,15 @@ Metrics::Metrics()
                          .Register(*registry_)) {}
 
 Metrics::~Metrics() = default;
+
+PartMetrics Metrics::AddTablePart(const std::string& table, const std::string& device, int part,
+                                  size_t device_bytes) {
+  const prometheus::Labels labels{
+      {"table", table}, {"device", device}, {"part", std::to_string(part)}};
+  part_device_bytes_.Add(labels).Set(static_cast<double>(device_bytes));
+  return PartMetrics{.gather_seconds = &part_gather_duration_.Add(labels, StageSecondsBuckets()),
+                     .ids = &part_ids_.Add(labels)};
+}
 
 TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtype,
                                const std::string& device, int64_t rows, int64_t dim,

@@ -58,6 +58,13 @@ struct TableMetrics {
   prometheus::Counter* version_loads_refused;  // versions refused (the served one stayed)
 };
 
+// One device's part of a table on several devices (MultiDeviceStore), labelled with the table,
+// the device and the part's index.
+struct PartMetrics {
+  prometheus::Histogram* gather_seconds;  // the part's gather of its share of a batch
+  prometheus::Counter* ids;               // ids the part gathered
+};
+
 class Metrics {
  public:
   Metrics();
@@ -69,6 +76,11 @@ class Metrics {
   // left for the caller to set). Call once per table at start-up.
   TableMetrics AddTable(const std::string& table, const std::string& dtype,
                         const std::string& device, int64_t rows, int64_t dim, int64_t bytes);
+
+  // Registers part `part` (on `device`) of a table on several devices, and sets its
+  // embedding_part_device_bytes. Call once per part at start-up.
+  PartMetrics AddTablePart(const std::string& table, const std::string& device, int part,
+                           size_t device_bytes);
 
   // Counts `ids` ids of a request on `table` turned away for `reason` (a label value: kReject* in
   // service/rpc/request_validation.h).
@@ -122,6 +134,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& table_rows_;
   prometheus::Family<prometheus::Gauge>& table_dim_;
   prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Family<prometheus::Histogram>& part_gather_duration_;
+  prometheus::Family<prometheus::Counter>& part_ids_;
+  prometheus::Family<prometheus::Gauge>& part_device_bytes_;
   prometheus::Family<prometheus::Gauge>& table_device_bytes_;
   prometheus::Family<prometheus::Counter>& updated_rows_;
   prometheus::Family<prometheus::Gauge>& update_sequence_;

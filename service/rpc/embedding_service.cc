@@ -303,6 +303,24 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     }
     info->set_first_row(table.first_row);
     info->set_whole_rows(table.whole_rows);
+    switch (table.placement) {
+      case Placement::kOneDevice:
+        break;
+      case Placement::kReplicated:
+        info->set_placement(embedding::v1::PLACEMENT_REPLICAS);
+        break;
+      case Placement::kRowSharded:
+        info->set_placement(embedding::v1::PLACEMENT_ROWS);
+        break;
+    }
+    for (const DevicePart& part : table.parts) {
+      embedding::v1::DevicePart* p = info->add_parts();
+      p->set_device(part.device);
+      p->set_first_row(part.first_row);
+      p->set_rows(part.rows);
+      p->set_device_bytes(static_cast<int64_t>(part.device_bytes));
+      p->set_host_tier(part.host_tier);
+    }
     info->set_is_default(i == 0);
     info->set_sequence((*tables)[i].batcher->last_sequence());
     info->set_updated_rows((*tables)[i].batcher->updated_rows());

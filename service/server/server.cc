@@ -24,6 +24,7 @@
 #include "service/server/cache_metrics.h"
 #include "service/server/listen_address.h"
 #include "service/server/server_credentials.h"
+#include "service/store/multi_device_store.h"
 #include "service/store/store_factory.h"
 #include "service/tables/hot_ids.h"
 #include "service/tables/table_versions.h"
@@ -127,8 +128,38 @@ absl::Status WithOptionHint(const absl::Status& status, absl::string_view path) 
   }
   return absl::NotFoundError(absl::StrCat(
       status.message(), " (is ',", option.substr(0, eq),
-      "=' meant as an option? --table takes quantize=, gpu_budget= and hot_ids=; anything else "
+      "=' meant as an option? --table takes quantize=, gpu_budget=, hot_ids=, shard= and placement=; anything else "
       "after a comma is part of the path)"));
+}
+
+// "replicas" or "rows" (`what`: the flag or option that said it).
+absl::StatusOr<Placement> ParsePlacement(absl::string_view text, absl::string_view what) {
+  if (text == "replicas") {
+    return Placement::kReplicated;
+  }
+  if (text == "rows") {
+    return Placement::kRowSharded;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, "=", text, ": expected replicas or rows"));
+}
+
+// `devices` without repeats, in order.
+std::vector<Device> Distinct(const std::vector<Device>& devices) {
+  std::vector<Device> distinct;
+  for (const Device& d : devices) {
+    if (std::none_of(distinct.begin(), distinct.end(),
+                     [&](const Device& o) { return o.name() == d.name(); })) {
+      distinct.push_back(d);
+    }
+  }
+  return distinct;
+}
+
+// "cuda:0,cuda:1".
+std::string DeviceNames(const std::vector<Device>& devices) {
+  return absl::StrJoin(devices, ",",
+                       [](std::string* out, const Device& d) { out->append(d.name()); });
 }
 
 }  // namespace
@@ -141,7 +172,9 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
                    ParseListenAddress("--metrics_address", config.metrics_address));
   RETURN_IF_ERROR(CheckConfig(config));
   ASSIGN_OR_RETURN(std::vector<OpenedTable> tables, OpenTables(config));
-  ASSIGN_OR_RETURN(const Device device, ResolveDevice(config.device));
+  ASSIGN_OR_RETURN(const std::vector<Device> devices, ResolveDevices(config.device));
+  ASSIGN_OR_RETURN(const Placement placement, ParsePlacement(config.placement, "--placement"));
+  (void)placement;  // checked before any port opens; each table's is taken in LoadTables
 
   auto server = std::unique_ptr<EmbeddingServer>(new EmbeddingServer());
   server->metrics_ = std::make_unique<Metrics>();
@@ -219,9 +252,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   }
   server->exposer_->RegisterCollectable(server->metrics_->registry());
   server->scrape_metrics_ = std::make_shared<ScrapeTimeMetrics>();
-  server->device_loss_ =
-      std::make_unique<DeviceLossMetrics>(device.name(), *server->scrape_metrics_);
-  if (device.cuda) {
+  for (const Device& device : Distinct(devices)) {
+    server->device_losses_.push_back(
+        std::make_unique<DeviceLossMetrics>(device.name(), *server->scrape_metrics_));
+    if (!device.cuda) {
+      continue;
+    }
     auto memory = [device](bool used) {
       return [device, used]() -> std::optional<double> {
         absl::StatusOr<DeviceMemory> m = QueryDeviceMemory(device);
@@ -247,7 +283,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   RETURN_IF_ERROR(server->StartAdmin(config));
 
-  RETURN_IF_ERROR(server->LoadTables(config, device, tables));
+  RETURN_IF_ERROR(server->LoadTables(config, devices, tables));
   server->service_->SetTables(&server->tables_);
   if (server->admin_ != nullptr) {
     server->admin_->SetTables(&server->tables_);
@@ -274,7 +310,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     LogInfo("admission by deadline is off; calls stay at most ",
             absl::FormatDuration(config.limits.max_call_time), " in the server");
   }
-  LogInfo("serving ", server->tables_.size(), " table(s) on ", device.name(), "; health SERVING");
+  LogInfo("serving ", server->tables_.size(), " table(s) on ", DeviceNames(devices),
+          "; health SERVING");
   return server;
 }
 
@@ -311,6 +348,7 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
     }
     OpenedTable table;
     table.gpu_budget_bytes = spec.gpu_budget_bytes;
+    table.placement = spec.placement;
     table.hot_ids_path = spec.hot_ids_path;
     if (IsDirectory(spec.path)) {
       // A version directory: the newest version that opens; each newer one refused is logged.
@@ -361,70 +399,132 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
   return tables;
 }
 
-absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Device& device,
+absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
+                                         const std::vector<Device>& devices,
                                          std::vector<OpenedTable>& tables) {
   StoreOptions options = config.store;
   options.max_batch_ids = config.batcher.max_batch_ids;
-  options.on_device_lost = [this, report = config.store.on_device_lost](const std::string& why) {
-    SetNotServing();  // before the report, which ends the process
-    // Until the process ends, once a scrape has recorded the loss (WaitUntilScraped), new calls
-    // get UNAVAILABLE, which clients retry elsewhere as they would once the process is gone.
-    service_->RefuseCalls();
-    device_loss_->SetLost(why);
-    device_loss_->WaitUntilScraped();
-    report(why);
+  // Each device's stores report its loss to its own DeviceLossMetrics.
+  auto on_device_lost = [this, report = config.store.on_device_lost](const Device& device) {
+    DeviceLossMetrics* loss = nullptr;
+    for (size_t i = 0; i < device_losses_.size(); ++i) {
+      if (device_losses_[i]->device() == device.name()) {
+        loss = device_losses_[i].get();
+      }
+    }
+    return [this, report, loss](const std::string& why) {
+      SetNotServing();  // before the report, which ends the process
+      // Until the process ends, once a scrape has recorded the loss (WaitUntilScraped), new
+      // calls get UNAVAILABLE, which clients retry elsewhere as they would once the process is
+      // gone.
+      service_->RefuseCalls();
+      loss->SetLost(why);
+      loss->WaitUntilScraped();
+      report(why);
+    };
   };
-  answer_pool_ =
-      std::make_unique<AnswerBufferPool>(config.answer_pool_bytes, CreateAnswerMemory(device));
+  // Answers in pinned memory that every GPU of the process sees (portable), or ordinary memory.
+  answer_pool_ = std::make_unique<AnswerBufferPool>(config.answer_pool_bytes,
+                                                    CreateAnswerMemory(devices.front()));
   BatcherOptions batcher_options = config.batcher;
   batcher_options.answer_pool = answer_pool_.get();
-  if (!device.cuda && (config.gpu_memory_budget_bytes > 0 || !config.store.host_tier)) {
-    LogInfo("--gpu_memory_budget and --host_tier have no effect on ", device.name(),
+  const bool any_cuda =
+      std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.cuda; });
+  if (!any_cuda && (config.gpu_memory_budget_bytes > 0 || !config.store.host_tier)) {
+    LogInfo("--gpu_memory_budget and --host_tier have no effect on ", DeviceNames(devices),
             ": the CPU store serves every table from host memory");
   }
-  // What --gpu_memory_budget leaves for the tables not placed yet, and what the others took.
-  size_t device_left = config.gpu_memory_budget_bytes;
+  // What --gpu_memory_budget leaves on each device for the tables not placed yet, and what the
+  // others took.
+  std::vector<std::pair<std::string, size_t>> device_left;
+  for (const Device& d : Distinct(devices)) {
+    device_left.emplace_back(d.name(), config.gpu_memory_budget_bytes);
+  }
+  auto left_on = [&](const Device& d) -> size_t& {
+    return std::find_if(device_left.begin(), device_left.end(),
+                        [&](const auto& e) { return e.first == d.name(); })
+        ->second;
+  };
   std::vector<std::string> placed;
   for (OpenedTable& t : tables) {
     const TableSource& source = *t.source;
-    StoreOptions table_options = options;
-    if (device.cuda) {
-      table_options.gpu_budget_bytes = t.gpu_budget_bytes;
-      if (config.gpu_memory_budget_bytes > 0) {
-        // With nothing left, a budget of one byte: the table goes to the host tier, where the
-        // store refuses it naming the GPU memory it would still need.
-        const size_t left = std::max<size_t>(device_left, 1);
-        table_options.gpu_budget_bytes =
-            t.gpu_budget_bytes > 0 ? std::min(t.gpu_budget_bytes, left) : left;
+    ASSIGN_OR_RETURN(const Placement placement,
+                     t.placement.empty()
+                         ? ParsePlacement(config.placement, "--placement")
+                         : ParsePlacement(t.placement, absl::StrCat("table '", source.name(),
+                                                                    "': placement")));
+    // One device's store of `part` (the table, or its slice of the rows).
+    auto load_on = [&](const TableSource& part,
+                       const Device& device) -> absl::StatusOr<std::unique_ptr<EmbeddingStore>> {
+      StoreOptions part_options = options;
+      part_options.on_device_lost = on_device_lost(device);
+      size_t& left = left_on(device);
+      if (device.cuda) {
+        part_options.gpu_budget_bytes = t.gpu_budget_bytes;
+        if (config.gpu_memory_budget_bytes > 0) {
+          // With nothing left, a budget of one byte: the table goes to the host tier, where the
+          // store refuses it naming the GPU memory it would still need.
+          const size_t budget = std::max<size_t>(left, 1);
+          part_options.gpu_budget_bytes =
+              t.gpu_budget_bytes > 0 ? std::min(t.gpu_budget_bytes, budget) : budget;
+        }
+        // The hot ids of the part's rows, counted from its first.
+        const int64_t first = part.first_row() - source.first_row();
+        part_options.hot_ids.clear();
+        for (const int64_t id : t.hot_ids) {
+          if (id >= first && id - first < part.rows()) {
+            part_options.hot_ids.push_back(id - first);
+          }
+        }
+      } else if (t.gpu_budget_bytes > 0 || !t.hot_ids_path.empty()) {
+        LogInfo("table '", source.name(), "': gpu_budget= and hot_ids= are checked but have no ",
+                "effect on ", device.name(), ": the CPU store serves the table from host memory");
       }
-      table_options.hot_ids = std::move(t.hot_ids);
-    } else if (t.gpu_budget_bytes > 0 || !t.hot_ids_path.empty()) {
-      LogInfo("table '", source.name(), "': gpu_budget= and hot_ids= are checked but have no ",
-              "effect on ", device.name(), ": the CPU store serves the table from host memory");
-    }
+      absl::StatusOr<std::unique_ptr<EmbeddingStore>> created =
+          CreateStore(part, device, part_options);
+      if (!created.ok()) {
+        if (device.cuda && config.gpu_memory_budget_bytes > 0 &&
+            created.status().code() == absl::StatusCode::kResourceExhausted) {
+          return absl::ResourceExhaustedError(absl::StrCat(
+              created.status().message(), " (--gpu_memory_budget=",
+              config.gpu_memory_budget_bytes, " left it ", left, " bytes on ", device.name(),
+              placed.empty() ? "" : absl::StrCat(" after ", absl::StrJoin(placed, ", ")), ")"));
+        }
+        return created.status();
+      }
+      left -= std::min(left, (*created)->info().device_bytes);
+      placed.push_back(absl::StrCat("'", source.name(), "' took ", (*created)->info().device_bytes,
+                                    " on ", device.name()));
+      return created;
+    };
     const absl::Time start = options.clock->Now();
-    absl::StatusOr<std::unique_ptr<EmbeddingStore>> created =
-        CreateStore(source, device, table_options);
-    if (!created.ok()) {
-      if (device.cuda && config.gpu_memory_budget_bytes > 0 &&
-          created.status().code() == absl::StatusCode::kResourceExhausted) {
-        return absl::ResourceExhaustedError(absl::StrCat(
-            created.status().message(), " (--gpu_memory_budget=", config.gpu_memory_budget_bytes,
-            " left it ", device_left, " bytes",
-            placed.empty() ? "" : absl::StrCat(" after ", absl::StrJoin(placed, ", ")), ")"));
+    std::unique_ptr<EmbeddingStore> store;
+    MultiDeviceStore* multi = nullptr;
+    if (devices.size() == 1) {
+      ASSIGN_OR_RETURN(store, load_on(source, devices.front()));
+    } else {
+      std::vector<std::string> names;
+      for (const Device& d : devices) {
+        names.push_back(d.name());
       }
-      return created.status();
+      ASSIGN_OR_RETURN(std::unique_ptr<MultiDeviceStore> m,
+                       MultiDeviceStore::Create(source, placement, names,
+                                                [&](const TableSource& part, int k) {
+                                                  return load_on(part, devices[k]);
+                                                }));
+      multi = m.get();
+      store = std::move(m);
     }
-    std::unique_ptr<EmbeddingStore> store = *std::move(created);
     const double seconds = SecondsSince(options.clock, start);
     const TableInfo& table = store->info();
-    device_left -= std::min(device_left, table.device_bytes);
-    placed.push_back(absl::StrCat("'", table.name, "' took ", table.device_bytes));
     std::string where = "in host memory";
-    if (device.cuda && table.host_tier) {
+    if (!table.parts.empty()) {
+      where = absl::StrCat(PlacementName(table.placement), " over ", table.parts.size(),
+                           " devices (", table.device_bytes, " bytes of GPU memory in all)");
+    } else if (any_cuda && table.host_tier) {
       where = absl::StrCat("in pinned host memory with a GPU cache of ", table.cache_rows,
                            " rows (", table.device_bytes, " bytes of GPU memory)");
-    } else if (device.cuda) {
+    } else if (any_cuda) {
       where = absl::StrCat("on the device (", table.device_bytes, " bytes of GPU memory)");
     }
     LogInfo(absl::StrFormat(
@@ -446,9 +546,30 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config, const Devic
         source.version() > 0
             ? absl::StrFormat(" (version %d, sequence %d)", source.version(), source.sequence())
             : ""));
-    if (device.cuda && !table.host_tier && !t.hot_ids_path.empty()) {
+    for (size_t k = 0; k < table.parts.size(); ++k) {
+      const DevicePart& part = table.parts[k];
+      LogInfo(absl::StrFormat("table '%s' part %d on %s: rows %d..%d, %s, %d bytes of GPU memory",
+                              table.name, k, part.device, part.first_row,
+                              part.first_row + part.rows - 1,
+                              part.host_tier ? "in pinned host memory with a GPU cache"
+                              : part.device == "cpu" ? "in host memory"
+                                                     : "on the device",
+                              part.device_bytes));
+    }
+    if (any_cuda && !table.host_tier && !t.hot_ids_path.empty()) {
       LogInfo("table '", table.name, "': hot_ids=", t.hot_ids_path,
               " has no effect: every row is on the device");
+    }
+    if (multi != nullptr) {
+      std::vector<PartMetrics> parts;
+      for (size_t k = 0; k < table.parts.size(); ++k) {
+        parts.push_back(metrics_->AddTablePart(table.name, table.parts[k].device,
+                                               static_cast<int>(k), table.parts[k].device_bytes));
+      }
+      multi->set_part_observer([parts](int k, const StageTimes& times, size_t ids) {
+        parts[k].gather_seconds->Observe(times.gather);
+        parts[k].ids->Increment(static_cast<double>(ids));
+      });
     }
     AddCacheMetrics(*store, *scrape_metrics_);
     TableMetrics tm =

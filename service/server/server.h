@@ -44,7 +44,13 @@ struct ServerConfig {
   std::optional<ShardSpec> shard;
   std::string grpc_address = "0.0.0.0:50051";
   std::string metrics_address = "0.0.0.0:9464";
-  std::string device = "auto";  // auto | cpu | cuda | cuda:N
+  // auto | cpu | cuda | cuda:N, a list of them (cuda:0,cuda:1) or all (ResolveDevices): with
+  // several, each table is on every one of them, laid out as its placement says.
+  std::string device = "auto";
+  // How a table is laid out over several devices, unless its spec names its own: "replicas"
+  // (the whole table on each; batches go to the least busy) or "rows" (the rows split over
+  // them; MultiDeviceStore).
+  std::string placement = "replicas";
   BatcherOptions batcher;
   // The most bytes of answer buffers kept for reuse, per device (pinned memory for a GPU).
   size_t answer_pool_bytes = AnswerBufferPool::kDefaultMaxBytes;
@@ -123,9 +129,10 @@ class EmbeddingServer {
     size_t gpu_budget_bytes = 0;   // TableSpec::gpu_budget_bytes; 0: none of its own
     std::string hot_ids_path;      // TableSpec::hot_ids_path
     std::vector<int64_t> hot_ids;  // read from hot_ids_path, checked against the table's rows
+    std::string placement;         // TableSpec::placement; empty: ServerConfig::placement
   };
   static absl::StatusOr<std::vector<OpenedTable>> OpenTables(const ServerConfig& config);
-  absl::Status LoadTables(const ServerConfig& config, const Device& device,
+  absl::Status LoadTables(const ServerConfig& config, const std::vector<Device>& devices,
                           std::vector<OpenedTable>& tables);
   // Every poll period, each unpinned table from a version directory whose newest version is newer
   // than the one it serves (and not one found broken before) loads it.
@@ -137,13 +144,14 @@ class EmbeddingServer {
   void WaitUntilOnlyHeldCallsRemain(absl::Time until) const;
 
   // First, so that it goes last: the batchers take answers from it, and gRPC recycles them.
-  std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' device
+  std::unique_ptr<AnswerBufferPool> answer_pool_;  // of the tables' devices
   ActiveCalls active_calls_;                       // outlives server_: its calls count here
   ActiveCalls active_admin_calls_;                 // outlives admin_server_
   std::unique_ptr<Metrics> metrics_;
   // Before exposer_, so that it outlives the exposer's scrapes.
   std::shared_ptr<ScrapeTimeMetrics> scrape_metrics_;
-  std::unique_ptr<DeviceLossMetrics> device_loss_;  // read by scrape_metrics_'s scrapes
+  // One a device, read by scrape_metrics_'s scrapes.
+  std::vector<std::unique_ptr<DeviceLossMetrics>> device_losses_;
   std::unique_ptr<EmbeddingServiceImpl> service_;
   std::unique_ptr<HealthService> health_;  // outlives server_: its calls end first
   std::unique_ptr<grpc::Server> server_;

@@ -3,7 +3,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "service/common/status_macros.h"
 
 #if EMB_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -75,6 +77,31 @@ absl::StatusOr<Device> ResolveDevice(absl::string_view flag) {
   }
   return Device{/*cuda=*/true, index};
 #endif
+}
+
+absl::StatusOr<std::vector<Device>> ResolveDevices(absl::string_view flag) {
+  std::vector<Device> devices;
+  if (flag == "all") {
+    const int gpus = VisibleGpus();
+    if (gpus == 0) {
+      return absl::InvalidArgumentError(
+          "--device=all: no CUDA device is visible (or this build has no CUDA backend)");
+    }
+    for (int i = 0; i < gpus && i < kMaxDevices; ++i) {
+      devices.push_back(Device{/*cuda=*/true, i});
+    }
+    return devices;
+  }
+  for (absl::string_view entry : absl::StrSplit(flag, ',')) {
+    // An entry's error names it (--device=ENTRY: ...).
+    ASSIGN_OR_RETURN(const Device device, ResolveDevice(entry));
+    devices.push_back(device);
+  }
+  if (devices.size() > kMaxDevices) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", flag, ": ", devices.size(), " devices, at most ", kMaxDevices));
+  }
+  return devices;
 }
 
 }  // namespace emb::service

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -32,6 +33,13 @@ absl::StatusOr<DeviceMemory> QueryDeviceMemory(const Device& device);
 // "cpu" and "cuda:N" as they are. INVALID_ARGUMENT for anything else, or for cuda when this build
 // has no CUDA backend or the device does not exist.
 absl::StatusOr<Device> ResolveDevice(absl::string_view flag);
+
+// The devices of --device: one as ResolveDevice takes it, a comma-separated list of them
+// ("cuda:0,cuda:1"; a device may be listed twice, each holding its own part: tests put two parts on
+// one device so), or "all": every visible GPU. INVALID_ARGUMENT naming the entry at fault, or for
+// "all" where no GPU is visible; a list of more than kMaxDevices.
+inline constexpr int kMaxDevices = 64;
+absl::StatusOr<std::vector<Device>> ResolveDevices(absl::string_view flag);
 
 }  // namespace emb::service
 

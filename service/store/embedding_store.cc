@@ -5,6 +5,18 @@
 
 namespace emb::service {
 
+const char* PlacementName(Placement placement) {
+  switch (placement) {
+    case Placement::kOneDevice:
+      return "one device";
+    case Placement::kReplicated:
+      return "replicas";
+    case Placement::kRowSharded:
+      return "rows";
+  }
+  return "unknown";
+}
+
 absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, DataType dtype,
                             absl::string_view origin) {
   if (rows == served.rows && dim == served.dim && dtype == served.dtype) {

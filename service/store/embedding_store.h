@@ -36,6 +36,24 @@ struct StageTimes {
   double host_copy = 0;
 };
 
+// How a table on several devices is laid out (MultiDeviceStore).
+enum class Placement {
+  kOneDevice,   // the table on one device
+  kReplicated,  // the whole table on every device; each batch served by one of them
+  kRowSharded,  // the rows split into one block a device; each batch's ids split by owner
+};
+// "one device", "replicas", "rows": as --placement and the logs name them.
+const char* PlacementName(Placement placement);
+
+// One device's part of a table on several devices.
+struct DevicePart {
+  std::string device;       // "cpu" or "cuda:N"
+  int64_t first_row = 0;    // the part's rows: [first_row, first_row + rows), global ids
+  int64_t rows = 0;
+  size_t device_bytes = 0;  // GPU memory the part took (0 on the CPU)
+  bool host_tier = false;   // the part's rows in host memory with a GPU cache
+};
+
 // What a store holds: the table and where it lives.
 struct TableInfo {
   std::string name;
@@ -56,6 +74,10 @@ struct TableInfo {
   int64_t first_row = 0;
   int64_t whole_rows = 0;
   std::optional<ShardSpec> shard = std::nullopt;
+  // A table on several devices: how, and each device's part (device above lists them all, and
+  // device_bytes, host_tier and cache_rows are their totals); empty on one device.
+  Placement placement = Placement::kOneDevice;
+  std::vector<DevicePart> parts = {};
   // Bytes of the table's rows.
   size_t bytes() const { return static_cast<size_t>(rows) * RowBytes(dtype, dim); }
 

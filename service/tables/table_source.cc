@@ -123,6 +123,39 @@ absl::Status TableSource::SetShard(std::optional<ShardSpec> shard) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Slice(int index, int count) const {
+  const ShardSpec block{index, count};
+  if (count < 1 || index < 0 || index >= count || block.Rows(rows_) == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", name_, "' (", rows_, " rows) cannot be split into ", count,
+                     " blocks: block ", index, " would hold no rows"));
+  }
+  auto slice = std::unique_ptr<TableSource>(new TableSource());
+  if (fd_ >= 0) {
+    slice->fd_ = fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+    if (slice->fd_ < 0) {
+      return absl::InternalError(
+          absl::StrCat(origin_, ": cannot open the file again: ", std::strerror(errno)));
+    }
+  }
+  slice->name_ = name_;
+  slice->origin_ = origin_;
+  slice->rows_ = block.Rows(rows_);
+  slice->whole_rows_ = whole_rows_;
+  slice->first_row_ = first_row_ + block.FirstRow(rows_);
+  slice->shard_ = shard_;
+  slice->dim_ = dim_;
+  slice->dtype_ = dtype_;
+  slice->stored_dtype_ = stored_dtype_;
+  slice->data_offset_ = data_offset_;
+  slice->demo_seed_ = demo_seed_;
+  slice->sequence_ = sequence_;
+  slice->versions_dir_ = versions_dir_;
+  slice->tensor_ = tensor_;
+  slice->version_ = version_;
+  return slice;
+}
+
 TableSource::~TableSource() {
   if (fd_ >= 0) {
     close(fd_);

@@ -40,6 +40,13 @@ class TableSource {
                                                                 int64_t dim, uint64_t seed,
                                                                 ShardSpec shard);
 
+  // Block `index` of `count` of this source's rows (ShardSpec's arithmetic over rows()): the
+  // same file (its own descriptor), the rows from first_row() + the block's first; shard() and
+  // whole_rows() as this source's. A table on several devices loads one on each
+  // (MultiDeviceStore). INVALID_ARGUMENT for a block with no rows; INTERNAL if the file cannot
+  // be opened again.
+  absl::StatusOr<std::unique_ptr<TableSource>> Slice(int index, int count) const;
+
   ~TableSource();
   TableSource(const TableSource&) = delete;
   TableSource& operator=(const TableSource&) = delete;

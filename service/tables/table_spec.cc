@@ -109,7 +109,8 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   }
   absl::string_view path = flag.substr(eq + 1);
   // The options: each starts at ",KEY=" of a known key and runs to the next one.
-  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids", "shard"};
+  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids", "shard",
+                                            "placement"};
   const auto next_option = [&](absl::string_view text, size_t from) {
     size_t first = absl::string_view::npos;
     for (absl::string_view key : kOptions) {
@@ -167,6 +168,13 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
         return invalid(shard.status().message());
       }
       spec.shard = *shard;
+    } else if (key == "placement") {
+      if (value != "replicas" && value != "rows") {
+        return invalid(absl::StrCat("placement=", value,
+                                    " is not replicas or rows (how a table is laid out over the "
+                                    "devices of --device)"));
+      }
+      spec.placement = std::string(value);
     } else {
       spec.hot_ids_path = std::string(value);
     }

@@ -58,11 +58,15 @@ struct TableSpec {
   std::string hot_ids_path = {};
   // The rows this server holds; nullopt: all of them (or --shard's, where that is given).
   std::optional<ShardSpec> shard = std::nullopt;
+  // "replicas" or "rows": how the table is laid out over several devices (--device lists them);
+  // empty: --placement.
+  std::string placement = "";
 };
 
 // The flag's form, for messages and --help.
 inline constexpr char kTableSpecUsage[] =
-    "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH][,shard=K/N]";
+    "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH][,shard=K/N]"
+    "[,placement=replicas|rows]";
 
 // The longest table name, in bytes.
 inline constexpr size_t kMaxTableNameBytes = 256;
@@ -77,7 +81,9 @@ absl::Status CheckTableName(absl::string_view name);
 //   gpu_budget=SIZE     GPU memory the table may take, > 0: bytes, or with a unit K, M, G or T
 //                       (KiB ... TiB; ParseByteSize);
 //   hot_ids=PATH        the rows to put into a host tier's cache first;
-//   shard=K/N           only shard K of N of the rows (ShardSpec; ParseShardSpec).
+//   shard=K/N           only shard K of N of the rows (ShardSpec; ParseShardSpec);
+//   placement=replicas|rows  over several devices: the whole table on each, or its rows split
+//                       over them (MultiDeviceStore).
 // The options start at the first ",quantize=", ",gpu_budget=", ",hot_ids=" or ",shard="; each
 // value runs to the next of them. So PATH (and hot_ids' PATH) may hold commas, and a comma followed
 // by anything else is part of the path, but neither may hold one of those four. INVALID_ARGUMENT,

@@ -1,0 +1,406 @@
+#include "service/store/multi_device_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "kernels/cpu_gather.h"
+#include "service/common/status_macros.h"
+
+namespace emb::service {
+namespace {
+
+// Rows of an update prepared by each part (null where a part has none of its ids).
+class MultiPreparedRows final : public PreparedRows {
+ public:
+  MultiPreparedRows(int64_t rows, std::vector<std::unique_ptr<PreparedRows>> parts)
+      : PreparedRows(rows), parts(std::move(parts)) {}
+  std::vector<std::unique_ptr<PreparedRows>> parts;
+};
+
+class MultiPreparedTable final : public PreparedTable {
+ public:
+  explicit MultiPreparedTable(std::vector<std::unique_ptr<PreparedTable>> parts)
+      : parts(std::move(parts)) {}
+  std::vector<std::unique_ptr<PreparedTable>> parts;
+};
+
+// The later of each stage of two parts that ran side by side; the host's copies add up.
+void Merge(const StageTimes& part, StageTimes& all) {
+  all.copy_in = std::max(all.copy_in, part.copy_in);
+  all.gather = std::max(all.gather, part.gather);
+  all.copy_out = std::max(all.copy_out, part.copy_out);
+  all.host_copy += part.host_copy;
+}
+
+// Writes answer rows one after another into the callers' spans (whole rows, in order).
+class RowWriter {
+ public:
+  RowWriter(absl::Span<const AnswerSpan> outs, size_t row_bytes)
+      : outs_(outs), row_bytes_(row_bytes) {}
+  // Where the next row goes.
+  std::byte* Next() {
+    while (offset_ == outs_[span_].host.size()) {
+      ++span_;
+      offset_ = 0;
+    }
+    std::byte* row = outs_[span_].host.data() + offset_;
+    offset_ += row_bytes_;
+    return row;
+  }
+
+ private:
+  absl::Span<const AnswerSpan> outs_;
+  const size_t row_bytes_;
+  size_t span_ = 0;
+  size_t offset_ = 0;
+};
+
+}  // namespace
+
+// One batch split over the parts: what each part gathers, and what the answer needs from it.
+struct MultiDeviceStore::ShardedBatch {
+  LookUpBatch batch;  // the caller's (its spans live until `done`)
+  Done done;
+  DataType stage_type = DataType::kFloat32;  // what the parts answer in
+  size_t stage_row_bytes = 0;
+  // Per part: its ids (its own, from 0), the rows it answers, and its span over them.
+  std::vector<std::vector<int64_t>> ids;
+  std::vector<std::vector<std::byte>> rows;
+  std::vector<AnswerSpan> spans;
+  // For each id of the batch: its row's place in its owner's answer.
+  std::vector<uint32_t> place;
+  std::atomic<int> remaining{0};  // parts not yet ended, plus one while they are being started
+  absl::Mutex mu;
+  absl::Status status ABSL_GUARDED_BY(mu);
+  StageTimes times ABSL_GUARDED_BY(mu);
+};
+
+absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
+    const TableSource& source, Placement placement, const std::vector<std::string>& devices,
+    const PartFactory& make_part) {
+  const int n = static_cast<int>(devices.size());
+  if (n < 2 || placement == Placement::kOneDevice) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", source.name(), "': a table on several devices needs two or more devices and "
+        "a placement of replicas or rows"));
+  }
+  TableInfo info = TableInfo::Of(source, absl::StrJoin(devices, ","));
+  info.placement = placement;
+  std::vector<std::unique_ptr<Part>> parts;
+  const int64_t block_rows = (source.rows() + n - 1) / n;
+  int64_t max_batch_ids = 0;
+  for (int k = 0; k < n; ++k) {
+    std::unique_ptr<EmbeddingStore> store;
+    if (placement == Placement::kReplicated) {
+      ASSIGN_OR_RETURN(store, make_part(source, k));
+    } else {
+      ASSIGN_OR_RETURN(std::unique_ptr<TableSource> slice, source.Slice(k, n));
+      ASSIGN_OR_RETURN(store, make_part(*slice, k));
+    }
+    const TableInfo& p = store->info();
+    info.parts.push_back(DevicePart{devices[k], p.first_row, p.rows, p.device_bytes, p.host_tier});
+    info.device_bytes += p.device_bytes;
+    info.host_tier = info.host_tier || p.host_tier;
+    info.cache_rows += p.cache_rows;
+    max_batch_ids = k == 0 ? store->max_batch_ids() : std::min(max_batch_ids, store->max_batch_ids());
+    auto part = std::make_unique<Part>();
+    part->store = std::move(store);
+    part->first = placement == Placement::kRowSharded ? k * block_rows : 0;
+    parts.push_back(std::move(part));
+  }
+  return std::unique_ptr<MultiDeviceStore>(new MultiDeviceStore(
+      std::move(info), max_batch_ids, std::move(parts),
+      placement == Placement::kRowSharded ? block_rows : source.rows()));
+}
+
+MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
+                                   std::vector<std::unique_ptr<Part>> parts, int64_t block_rows)
+    : EmbeddingStore(std::move(info), max_batch_ids),
+      parts_(std::move(parts)),
+      block_rows_(block_rows) {}
+
+int MultiDeviceStore::OwnerOf(int64_t id) const {
+  return info().placement == Placement::kRowSharded ? static_cast<int>(id / block_rows_) : 0;
+}
+
+int MultiDeviceStore::max_inflight_batches() const {
+  int sum = 0;
+  int least = parts_.front()->store->max_inflight_batches();
+  for (const auto& part : parts_) {
+    sum += part->store->max_inflight_batches();
+    least = std::min(least, part->store->max_inflight_batches());
+  }
+  return info().placement == Placement::kReplicated ? sum : least;
+}
+
+std::optional<CacheStats> MultiDeviceStore::cache_stats() const {
+  std::optional<CacheStats> all;
+  for (const auto& part : parts_) {
+    const std::optional<CacheStats> s = part->store->cache_stats();
+    if (!s.has_value()) {
+      continue;
+    }
+    if (!all.has_value()) {
+      all = CacheStats{};
+      all->row_bytes = s->row_bytes;
+    }
+    all->capacity_rows += s->capacity_rows;
+    all->cached_rows += s->cached_rows;
+    all->lookups += s->lookups;
+    all->misses += s->misses;
+  }
+  return all;
+}
+
+void MultiDeviceStore::LookUp(const LookUpBatch& batch, Done done) {
+  if (info().placement == Placement::kReplicated) {
+    LookUpReplicated(batch, std::move(done));
+  } else {
+    LookUpSharded(batch, std::move(done));
+  }
+}
+
+void MultiDeviceStore::LookUpReplicated(const LookUpBatch& batch, Done done) {
+  // The part with the fewest batches in flight, searched from a turning start so that idle
+  // parts take batches in turn.
+  const int n = static_cast<int>(parts_.size());
+  const int start = static_cast<int>(next_.fetch_add(1, std::memory_order_relaxed) % n);
+  int best = start;
+  for (int i = 1; i < n; ++i) {
+    const int k = (start + i) % n;
+    if (parts_[k]->inflight.load(std::memory_order_relaxed) <
+        parts_[best]->inflight.load(std::memory_order_relaxed)) {
+      best = k;
+    }
+  }
+  Part& part = *parts_[best];
+  part.inflight.fetch_add(1, std::memory_order_relaxed);
+  const size_t ids = batch.ids.size();
+  part.store->LookUp(batch, [this, best, ids, done = std::move(done)](
+                                const absl::Status& status, const StageTimes& times) mutable {
+    parts_[best]->inflight.fetch_sub(1, std::memory_order_relaxed);
+    if (status.ok() && observer_) {
+      observer_(best, times, ids);
+    }
+    done(status, times);
+  });
+}
+
+void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
+  const size_t n = parts_.size();
+  auto sharded = std::make_shared<ShardedBatch>();
+  ShardedBatch& s = *sharded;
+  s.batch = batch;
+  s.done = std::move(done);
+  // Bags are pooled here, from their rows' float32 values; without bags the parts answer in the
+  // answer's type.
+  s.stage_type = batch.bags.count() > 0 ? DataType::kFloat32 : batch.out_type;
+  s.stage_row_bytes = static_cast<size_t>(info().dim) * ElementSize(s.stage_type);
+  s.ids.resize(n);
+  s.rows.resize(n);
+  s.spans.resize(n);
+  s.place.resize(batch.ids.size());
+  for (size_t i = 0; i < batch.ids.size(); ++i) {
+    const int64_t id = batch.ids[i];
+    const int k = OwnerOf(id);
+    s.place[i] = static_cast<uint32_t>(s.ids[k].size());
+    s.ids[k].push_back(id - parts_[k]->first);
+  }
+  int started = 0;
+  for (size_t k = 0; k < n; ++k) {
+    started += s.ids[k].empty() ? 0 : 1;
+  }
+  s.remaining.store(started + 1, std::memory_order_relaxed);
+  auto part_done = [this, sharded](int k) {
+    return [this, sharded, k](const absl::Status& status, const StageTimes& times) {
+      ShardedBatch& s = *sharded;
+      {
+        absl::MutexLock lock(&s.mu);
+        if (!status.ok() && s.status.ok()) {
+          s.status = status;
+        }
+        Merge(times, s.times);
+      }
+      if (status.ok() && observer_) {
+        observer_(k, times, s.ids[k].size());
+      }
+      if (s.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+        Assemble(s);
+      }
+    };
+  };
+  for (size_t k = 0; k < n; ++k) {
+    if (s.ids[k].empty()) {
+      continue;
+    }
+    s.rows[k].resize(s.ids[k].size() * s.stage_row_bytes);
+    s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k]), nullptr};
+    LookUpBatch part_batch;
+    part_batch.ids = s.ids[k];
+    part_batch.out_type = s.stage_type;
+    part_batch.outs = absl::MakeConstSpan(&s.spans[k], 1);
+    parts_[k]->store->LookUp(part_batch, part_done(static_cast<int>(k)));
+  }
+  if (s.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    Assemble(s);
+  }
+}
+
+void MultiDeviceStore::Assemble(ShardedBatch& s) const {
+  absl::Status status;
+  StageTimes times;
+  {
+    absl::MutexLock lock(&s.mu);
+    status = s.status;
+    times = s.times;
+  }
+  if (!status.ok()) {
+    s.done(status, times);
+    return;
+  }
+  const absl::Time start = absl::Now();
+  const LookUpBatch& b = s.batch;
+  const int64_t dim = info().dim;
+  const size_t out_row_bytes = static_cast<size_t>(dim) * ElementSize(b.out_type);
+  if (absl::Status check = CheckRowsOut(b.answer_rows(), out_row_bytes, b.outs, b.plain_ids());
+      !check.ok()) {
+    s.done(check, times);
+    return;
+  }
+  auto staged = [&](size_t i) {
+    const int k = OwnerOf(b.ids[i]);
+    return s.rows[k].data() + static_cast<size_t>(s.place[i]) * s.stage_row_bytes;
+  };
+  RowWriter out(b.outs, out_row_bytes);
+  const size_t plain = b.plain_ids();
+  for (size_t i = 0; i < plain; ++i) {
+    if (s.stage_type == b.out_type) {
+      std::memcpy(out.Next(), staged(i), out_row_bytes);
+    } else {
+      kernels::CpuConvert(staged(i), s.stage_type, dim, b.out_type, out.Next());
+    }
+  }
+  if (const size_t bags = b.bags.count(); bags > 0) {
+    // The pooled ids' float32 rows in id order, pooled as the single-device kernels pool.
+    const size_t pooled = b.ids.size() - plain;
+    std::vector<std::byte> rows(pooled * s.stage_row_bytes);
+    for (size_t i = 0; i < pooled; ++i) {
+      std::memcpy(rows.data() + i * s.stage_row_bytes, staged(plain + i), s.stage_row_bytes);
+    }
+    std::vector<int64_t> ids(pooled);
+    std::iota(ids.begin(), ids.end(), int64_t{0});
+    std::vector<int64_t> offsets(b.bags.offsets.begin(), b.bags.offsets.end());
+    for (int64_t& o : offsets) {
+      o -= static_cast<int64_t>(plain);
+    }
+    kernels::Bags pool{ids, offsets, {}, b.bags.scales};
+    if (!b.bags.weights.empty()) {
+      pool.weights = b.bags.weights.subspan(plain);
+    }
+    std::vector<std::byte> answer(bags * out_row_bytes);
+    kernels::CpuPooledGather(rows.data(), DataType::kFloat32, dim, pool, b.out_type,
+                             answer.data());
+    for (size_t bag = 0; bag < bags; ++bag) {
+      std::memcpy(out.Next(), answer.data() + bag * out_row_bytes, out_row_bytes);
+    }
+  }
+  times.host_copy += absl::ToDoubleSeconds(absl::Now() - start);
+  s.done(absl::OkStatus(), times);
+}
+
+absl::StatusOr<std::unique_ptr<PreparedRows>> MultiDeviceStore::PrepareRows(
+    absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
+  const size_t n = parts_.size();
+  std::vector<std::unique_ptr<PreparedRows>> prepared(n);
+  int64_t written = 0;
+  if (info().placement == Placement::kReplicated) {
+    for (size_t k = 0; k < n; ++k) {
+      ASSIGN_OR_RETURN(prepared[k], parts_[k]->store->PrepareRows(ids, rows_type, rows));
+    }
+    written = prepared.front()->rows();
+  } else {
+    const size_t row_bytes = ids.empty() ? 0 : rows.size() / ids.size();
+    std::vector<std::vector<int64_t>> part_ids(n);
+    std::vector<std::vector<std::byte>> part_rows(n);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const int k = OwnerOf(ids[i]);
+      part_ids[k].push_back(ids[i] - parts_[k]->first);
+      part_rows[k].insert(part_rows[k].end(), rows.begin() + i * row_bytes,
+                          rows.begin() + (i + 1) * row_bytes);
+    }
+    for (size_t k = 0; k < n; ++k) {
+      if (!part_ids[k].empty()) {
+        ASSIGN_OR_RETURN(prepared[k],
+                         parts_[k]->store->PrepareRows(part_ids[k], rows_type, part_rows[k]));
+        written += prepared[k]->rows();
+      }
+    }
+  }
+  return std::make_unique<MultiPreparedRows>(written, std::move(prepared));
+}
+
+absl::Status MultiDeviceStore::WriteRows(PreparedRows& rows) {
+  auto& prepared = static_cast<MultiPreparedRows&>(rows);
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    if (prepared.parts[k] != nullptr) {
+      RETURN_IF_ERROR(parts_[k]->store->WriteRows(*prepared.parts[k]));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status MultiDeviceStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
+  RETURN_IF_ERROR(CheckReadRange(offset, out.size()));
+  if (info().placement == Placement::kReplicated) {
+    return parts_.front()->store->ReadRows(offset, out);
+  }
+  // Each part's share of the range, from its own rows.
+  const size_t row_bytes = RowBytes(info().dtype, info().dim);
+  size_t done = 0;
+  for (const auto& part : parts_) {
+    const size_t begin = static_cast<size_t>(part->first) * row_bytes;
+    const size_t end = begin + part->store->info().bytes();
+    const size_t from = std::max(begin, offset + done);
+    const size_t to = std::min(end, offset + out.size());
+    if (from >= to) {
+      continue;
+    }
+    RETURN_IF_ERROR(part->store->ReadRows(from - begin, out.subspan(from - offset, to - from)));
+    done = to - offset;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedTable>> MultiDeviceStore::PrepareTable(
+    const TableSource& source) {
+  RETURN_IF_ERROR(
+      CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
+  const int n = static_cast<int>(parts_.size());
+  std::vector<std::unique_ptr<PreparedTable>> prepared;
+  for (int k = 0; k < n; ++k) {
+    std::unique_ptr<PreparedTable> part;
+    if (info().placement == Placement::kReplicated) {
+      ASSIGN_OR_RETURN(part, parts_[k]->store->PrepareTable(source));
+    } else {
+      ASSIGN_OR_RETURN(std::unique_ptr<TableSource> slice, source.Slice(k, n));
+      ASSIGN_OR_RETURN(part, parts_[k]->store->PrepareTable(*slice));
+    }
+    prepared.push_back(std::move(part));
+  }
+  return std::make_unique<MultiPreparedTable>(std::move(prepared));
+}
+
+void MultiDeviceStore::SwapTable(PreparedTable& table) {
+  auto& prepared = static_cast<MultiPreparedTable&>(table);
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    parts_[k]->store->SwapTable(*prepared.parts[k]);
+  }
+}
+
+}  // namespace emb::service
