@@ -279,6 +279,20 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
     info.first_row = t.first_row();
     // A server from before shards had no whole_rows: its table is whole.
     info.whole_rows = t.whole_rows() > 0 ? t.whole_rows() : t.rows();
+    switch (t.placement()) {
+      case embedding::v1::PLACEMENT_REPLICAS:
+        info.placement = "replicas";
+        break;
+      case embedding::v1::PLACEMENT_ROWS:
+        info.placement = "rows";
+        break;
+      default:
+        break;
+    }
+    for (const embedding::v1::DevicePart& p : t.parts()) {
+      info.parts.push_back(TableInfo::Part{p.device(), p.first_row(), p.rows(), p.device_bytes(),
+                                           p.host_tier()});
+    }
     tables.push_back(std::move(info));
   }
   return tables;

@@ -76,6 +76,18 @@ struct TableInfo {
   int shard_count = 0;
   int64_t first_row = 0;
   int64_t whole_rows = 0;
+  // A table on several devices of one server (its --device lists them): "replicas" (the whole
+  // table on each) or "rows" (its rows split over them), and each device's part; empty for a
+  // table on one device.
+  struct Part {
+    std::string device;
+    int64_t first_row = 0;
+    int64_t rows = 0;
+    int64_t device_bytes = 0;
+    bool host_tier = false;
+  };
+  std::string placement;
+  std::vector<Part> parts;
 };
 
 // How a LookUp combines the rows of each bag of ids (embedding.v1.Pooling, same values).

@@ -463,6 +463,13 @@ int TablesCommand(EmbeddingClient& client) {
       absl::StrAppend(&where, " (shard ", t.shard_index, "/", t.shard_count, ": rows ", t.first_row,
                       "..", t.first_row + t.rows - 1, " of ", t.whole_rows, ")");
     }
+    if (!t.parts.empty()) {  // several devices: "rows over cuda:0 0..499, cuda:1 500..999"
+      absl::StrAppend(&where, " ", t.placement, " over");
+      for (size_t k = 0; k < t.parts.size(); ++k) {
+        absl::StrAppend(&where, k == 0 ? " " : ", ", t.parts[k].device, " ", t.parts[k].first_row,
+                        "..", t.parts[k].first_row + t.parts[k].rows - 1);
+      }
+    }
     cells.push_back({t.name, absl::StrCat(t.rows), absl::StrCat(t.dim), DataTypeName(t.dtype),
                      absl::StrCat(t.bytes), t.device, where, t.is_default ? "yes" : "no",
                      absl::StrCat(t.version), t.version_pinned ? "yes" : "no",

@@ -39,7 +39,7 @@ constexpr int64_t kBatch =
 constexpr absl::Duration kTimeout = absl::Seconds(30);
 constexpr DataType kAnswerTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 
-bool OnGpu() { return ServerProcess::TestDevice() != "cpu"; }
+bool OnGpu() { return !ServerProcess::TestOnCpu(); }
 
 // The "stopping: ..." line of a server that failed to start.
 std::string StoppingLine(const std::string& log) {

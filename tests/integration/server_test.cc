@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
@@ -250,7 +251,21 @@ TEST_F(ServerTest, ListTablesDescribesTheDemoTable) {
   EXPECT_TRUE(t.is_default);
   EXPECT_FALSE(t.host_tier);  // it fits: every row on the device (or in host memory on the CPU)
   EXPECT_EQ(t.cache_rows, 0);
-  if (ServerProcess::TestDevice() == "cpu") {
+  // On a list of devices (EMB_TEST_DEVICE=cpu,cpu), one part a device, together all the rows.
+  const std::vector<std::string> devices = absl::StrSplit(ServerProcess::TestDevice(), ',');
+  if (devices.size() > 1) {
+    ASSERT_EQ(t.parts.size(), devices.size());
+    EXPECT_THAT(t.placement, ::testing::AnyOf("replicas", "rows"));
+    int64_t rows = 0;
+    for (size_t k = 0; k < devices.size(); ++k) {
+      EXPECT_EQ(t.parts[k].device, devices[k]);
+      rows += t.parts[k].rows;
+    }
+    EXPECT_EQ(rows, t.placement == "rows" ? kRows : kRows * static_cast<int64_t>(devices.size()));
+  } else {
+    EXPECT_TRUE(t.parts.empty());
+  }
+  if (ServerProcess::TestOnCpu()) {
     EXPECT_EQ(t.device_bytes, 0);
   } else {
     EXPECT_GE(t.device_bytes, t.bytes);  // its rows and its batch buffers

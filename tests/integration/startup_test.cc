@@ -182,7 +182,7 @@ TEST(StartUp, TableTooLargeForTheDeviceStopsStartUpSayingHowLarge) {
       ServerProcess::RunToExit({"--demo_table=100000000000x1024"}, absl::Seconds(120));
   EXPECT_EQ(exit.code, 1) << exit.log;
   const std::string line = StoppingLine(exit.log);
-  if (ServerProcess::TestDevice() == "cpu") {
+  if (ServerProcess::TestOnCpu()) {
     EXPECT_THAT(line, HasSubstr("cannot allocate 409600000000000 bytes of host memory")) << line;
   } else {
     EXPECT_THAT(line, HasSubstr("does not fit on cuda")) << line;

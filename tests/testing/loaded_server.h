@@ -25,7 +25,7 @@ namespace emb::testing {
 // Why a test of the server on EMB_TEST_DEVICE cannot run here (a GPU device but none visible), or
 // nothing when it can.
 inline std::optional<std::string> TestDeviceMissing() {
-  if (ServerProcess::TestDevice() == "cpu" || std::filesystem::exists("/dev/nvidia0")) {
+  if (ServerProcess::TestOnCpu() || std::filesystem::exists("/dev/nvidia0")) {
     return std::nullopt;
   }
   return absl::StrCat("EMB_TEST_DEVICE=", ServerProcess::TestDevice(), " but no GPU is visible");

@@ -26,6 +26,22 @@ std::string ServerProcess::TestDevice() {
   return env != nullptr ? env : "cpu";
 }
 
+bool ServerProcess::TestOnCpu() {
+  const std::string devices = TestDevice();
+  size_t start = 0;
+  while (true) {
+    const size_t comma = devices.find(',', start);
+    if (devices.substr(start, comma == std::string::npos ? std::string::npos : comma - start) !=
+        "cpu") {
+      return false;
+    }
+    if (comma == std::string::npos) {
+      return true;
+    }
+    start = comma + 1;
+  }
+}
+
 absl::Status ServerProcess::Spawn(std::vector<std::string> args) {
   auto has = [&](const std::string& prefix) {
     for (const std::string& a : args) {
@@ -43,6 +59,10 @@ absl::Status ServerProcess::Spawn(std::vector<std::string> args) {
   }
   if (!has("--device")) {
     args.push_back("--device=" + TestDevice());
+    const char* placement = getenv("EMB_TEST_PLACEMENT");
+    if (placement != nullptr && !has("--placement")) {
+      args.push_back(std::string("--placement=") + placement);
+    }
   }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {

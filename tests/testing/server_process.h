@@ -57,7 +57,11 @@ class ServerProcess {
 
   // The server binary: $EMB_SERVER_BINARY, else the one CMake built.
   static std::string BinaryPath();
-  // The --device the tests start servers with: $EMB_TEST_DEVICE (e.g. "cuda:0"), else "cpu".
+  // Whether every device of TestDevice() is the CPU ("cpu", "cpu,cpu").
+  static bool TestOnCpu();
+  // The --device the tests start servers with: $EMB_TEST_DEVICE (e.g. "cuda:0", or a list:
+  // "cpu,cpu"), else "cpu". With a list, the servers also get --placement=$EMB_TEST_PLACEMENT
+  // where it is set (replicas or rows).
   static std::string TestDevice();
 
  private:
