@@ -290,8 +290,8 @@ absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duratio
         break;
     }
     for (const embedding::v1::DevicePart& p : t.parts()) {
-      info.parts.push_back(TableInfo::Part{p.device(), p.first_row(), p.rows(), p.device_bytes(),
-                                           p.host_tier()});
+      info.parts.push_back(
+          TableInfo::Part{p.device(), p.first_row(), p.rows(), p.device_bytes(), p.host_tier()});
     }
     tables.push_back(std::move(info));
   }

@@ -102,8 +102,8 @@ absl::StatusOr<Result> Measure(EmbeddingStore& store, const HostAllocator* memor
   }
   std::sort(all.begin(), all.end());
   Result r;
-  r.ids_per_second = static_cast<double>(batches) * static_cast<double>(pool.front().size()) /
-                     seconds;
+  r.ids_per_second =
+      static_cast<double>(batches) * static_cast<double>(pool.front().size()) / seconds;
   r.p50_us = all[all.size() / 2];
   r.p99_us = all[std::min(all.size() - 1, all.size() * 99 / 100)];
   return r;
@@ -175,11 +175,12 @@ int Run(int argc, char** argv) {
     return 1;
   }
   one->reset();  // its memory back before the parts load
-  std::printf("table %lld x %lld float32 (%.2f GB), batches of %lld uniform ids, %d callers, "
-              "%lld batches a case\n\n",
-              static_cast<long long>(rows), static_cast<long long>(dim),
-              static_cast<double>(source->bytes()) / 1e9, static_cast<long long>(batch), threads,
-              static_cast<long long>(batches));
+  std::printf(
+      "table %lld x %lld float32 (%.2f GB), batches of %lld uniform ids, %d callers, "
+      "%lld batches a case\n\n",
+      static_cast<long long>(rows), static_cast<long long>(dim),
+      static_cast<double>(source->bytes()) / 1e9, static_cast<long long>(batch), threads,
+      static_cast<long long>(batches));
   std::printf("| case | devices | ids/s | p50 (us) | p99 (us) | vs one GPU |\n");
   std::printf("|---|---|---:|---:|---:|---:|\n");
   auto row = [&](const std::string& name, const std::string& where, const Result& r) {
@@ -190,19 +191,17 @@ int Run(int argc, char** argv) {
   int failures = 0;
   for (Placement placement : {Placement::kRowSharded, Placement::kReplicated}) {
     absl::StatusOr<std::unique_ptr<MultiDeviceStore>> multi = MultiDeviceStore::Create(
-        *source, placement, names, [&](const TableSource& part, int k) {
-          return CreateStore(part, (*devices)[k], options);
-        });
+        *source, placement, names,
+        [&](const TableSource& part, int k) { return CreateStore(part, (*devices)[k], options); });
     if (!multi.ok()) {
-      std::fprintf(stderr, "%s: %s\n", PlacementName(placement),
-                   multi.status().ToString().c_str());
+      std::fprintf(stderr, "%s: %s\n", PlacementName(placement), multi.status().ToString().c_str());
       ++failures;
       continue;
     }
     absl::StatusOr<std::string> got = Answer(**multi, memory.get(), pool.front());
     if (!got.ok() || *got != *want) {
-      std::fprintf(stderr, "%s: the answer differs from one GPU's (%s)\n",
-                   PlacementName(placement), got.ok() ? "bytes" : got.status().ToString().c_str());
+      std::fprintf(stderr, "%s: the answer differs from one GPU's (%s)\n", PlacementName(placement),
+                   got.ok() ? "bytes" : got.status().ToString().c_str());
       ++failures;
       continue;
     }

@@ -69,6 +69,8 @@ _BY_ENUM = {v[0]: k for k, v in _DTYPES.items()}
 _TABLE_DTYPES = {**_BY_ENUM, pb.DATA_TYPE_INT8_ROWWISE: "int8_rowwise",
                  pb.DATA_TYPE_INT4_ROWWISE: "int4_rowwise"}
 _POOLINGS = {"sum": pb.POOLING_SUM, "mean": pb.POOLING_MEAN}
+# TableInfo.placement, as list_tables names it ("": one device).
+_PLACEMENTS = {pb.PLACEMENT_REPLICAS: "replicas", pb.PLACEMENT_ROWS: "rows"}
 
 
 def _pem(value):
@@ -224,7 +226,10 @@ class EmbeddingClient:
         cache_rows of them (a GPU table larger than the GPU memory it may use); device_bytes: the
         GPU memory the table takes (0 on the CPU). A shard (a server started with --shard=K/N)
         has shard_index K and shard_count N and holds rows first_row .. first_row + rows - 1 of
-        whole_rows (ids stay global); a whole table has shard_count 0 and whole_rows == rows."""
+        whole_rows (ids stay global); a whole table has shard_count 0 and whole_rows == rows.
+        A table over several devices of one server (its --device lists them) has placement
+        "replicas" or "rows" and parts, one {device, first_row, rows, device_bytes, host_tier}
+        a device; a table on one device has placement "" and no parts."""
         response = self._stub.ListTables(pb.ListTablesRequest(), timeout=timeout or self._timeout)
         return [dict(name=t.name, rows=t.rows, dim=t.dim,
                      dtype=_TABLE_DTYPES.get(t.dtype, "unknown"), bytes=t.bytes,
@@ -233,7 +238,11 @@ class EmbeddingClient:
                      version_pinned=t.version_pinned, host_tier=t.host_tier,
                      cache_rows=t.cache_rows, device_bytes=t.device_bytes,
                      shard_index=t.shard_index, shard_count=t.shard_count,
-                     first_row=t.first_row, whole_rows=t.whole_rows or t.rows)
+                     first_row=t.first_row, whole_rows=t.whole_rows or t.rows,
+                     placement=_PLACEMENTS.get(t.placement, ""),
+                     parts=[dict(device=p.device, first_row=p.first_row, rows=p.rows,
+                                 device_bytes=p.device_bytes, host_tier=p.host_tier)
+                            for p in t.parts])
                 for t in response.tables]
 
     def versions(self, timeout=None):

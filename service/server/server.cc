@@ -126,10 +126,11 @@ absl::Status WithOptionHint(const absl::Status& status, absl::string_view path) 
                    [](char ch) { return absl::ascii_islower(ch) || ch == '_'; })) {
     return status;
   }
-  return absl::NotFoundError(absl::StrCat(
-      status.message(), " (is ',", option.substr(0, eq),
-      "=' meant as an option? --table takes quantize=, gpu_budget=, hot_ids=, shard= and placement=; anything else "
-      "after a comma is part of the path)"));
+  return absl::NotFoundError(
+      absl::StrCat(status.message(), " (is ',", option.substr(0, eq),
+                   "=' meant as an option? --table takes quantize=, gpu_budget=, hot_ids=, shard= "
+                   "and placement=; anything else "
+                   "after a comma is part of the path)"));
 }
 
 // "replicas" or "rows" (`what`: the flag or option that said it).
@@ -140,8 +141,7 @@ absl::StatusOr<Placement> ParsePlacement(absl::string_view text, absl::string_vi
   if (text == "rows") {
     return Placement::kRowSharded;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat(what, "=", text, ": expected replicas or rows"));
+  return absl::InvalidArgumentError(absl::StrCat(what, "=", text, ": expected replicas or rows"));
 }
 
 // `devices` without repeats, in order.
@@ -448,11 +448,11 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   std::vector<std::string> placed;
   for (OpenedTable& t : tables) {
     const TableSource& source = *t.source;
-    ASSIGN_OR_RETURN(const Placement placement,
-                     t.placement.empty()
-                         ? ParsePlacement(config.placement, "--placement")
-                         : ParsePlacement(t.placement, absl::StrCat("table '", source.name(),
-                                                                    "': placement")));
+    ASSIGN_OR_RETURN(
+        const Placement placement,
+        t.placement.empty()
+            ? ParsePlacement(config.placement, "--placement")
+            : ParsePlacement(t.placement, absl::StrCat("table '", source.name(), "': placement")));
     // One device's store of `part` (the table, or its slice of the rows).
     auto load_on = [&](const TableSource& part,
                        const Device& device) -> absl::StatusOr<std::unique_ptr<EmbeddingStore>> {
@@ -486,8 +486,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
         if (device.cuda && config.gpu_memory_budget_bytes > 0 &&
             created.status().code() == absl::StatusCode::kResourceExhausted) {
           return absl::ResourceExhaustedError(absl::StrCat(
-              created.status().message(), " (--gpu_memory_budget=",
-              config.gpu_memory_budget_bytes, " left it ", left, " bytes on ", device.name(),
+              created.status().message(), " (--gpu_memory_budget=", config.gpu_memory_budget_bytes,
+              " left it ", left, " bytes on ", device.name(),
               placed.empty() ? "" : absl::StrCat(" after ", absl::StrJoin(placed, ", ")), ")"));
         }
         return created.status();
@@ -504,14 +504,15 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
       ASSIGN_OR_RETURN(store, load_on(source, devices.front()));
     } else {
       std::vector<std::string> names;
+      names.reserve(devices.size());
       for (const Device& d : devices) {
         names.push_back(d.name());
       }
-      ASSIGN_OR_RETURN(std::unique_ptr<MultiDeviceStore> m,
-                       MultiDeviceStore::Create(source, placement, names,
-                                                [&](const TableSource& part, int k) {
-                                                  return load_on(part, devices[k]);
-                                                }));
+      ASSIGN_OR_RETURN(
+          std::unique_ptr<MultiDeviceStore> m,
+          MultiDeviceStore::Create(source, placement, names, [&](const TableSource& part, int k) {
+            return load_on(part, devices[k]);
+          }));
       multi = m.get();
       store = std::move(m);
     }
@@ -551,7 +552,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
       LogInfo(absl::StrFormat("table '%s' part %d on %s: rows %d..%d, %s, %d bytes of GPU memory",
                               table.name, k, part.device, part.first_row,
                               part.first_row + part.rows - 1,
-                              part.host_tier ? "in pinned host memory with a GPU cache"
+                              part.host_tier         ? "in pinned host memory with a GPU cache"
                               : part.device == "cpu" ? "in host memory"
                                                      : "on the device",
                               part.device_bytes));

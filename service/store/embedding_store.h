@@ -47,8 +47,8 @@ const char* PlacementName(Placement placement);
 
 // One device's part of a table on several devices.
 struct DevicePart {
-  std::string device;       // "cpu" or "cuda:N"
-  int64_t first_row = 0;    // the part's rows: [first_row, first_row + rows), global ids
+  std::string device;     // "cpu" or "cuda:N"
+  int64_t first_row = 0;  // the part's rows: [first_row, first_row + rows), global ids
   int64_t rows = 0;
   size_t device_bytes = 0;  // GPU memory the part took (0 on the CPU)
   bool host_tier = false;   // the part's rows in host memory with a GPU cache

@@ -71,7 +71,7 @@ struct MultiDeviceStore::ShardedBatch {
   size_t stage_row_bytes = 0;
   // Per part: its ids (its own, from 0), the rows it answers, and its span over them.
   std::vector<std::vector<int64_t>> ids;
-  std::vector<std::vector<std::byte>> rows;
+  std::vector<std::unique_ptr<std::byte[]>> rows;  // left uninitialized: the parts write all
   std::vector<AnswerSpan> spans;
   // For each id of the batch: its row's place in its owner's answer.
   std::vector<uint32_t> place;
@@ -86,9 +86,10 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
     const PartFactory& make_part) {
   const int n = static_cast<int>(devices.size());
   if (n < 2 || placement == Placement::kOneDevice) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", source.name(), "': a table on several devices needs two or more devices and "
-        "a placement of replicas or rows"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", source.name(),
+                     "': a table on several devices needs two or more devices and "
+                     "a placement of replicas or rows"));
   }
   TableInfo info = TableInfo::Of(source, absl::StrJoin(devices, ","));
   info.placement = placement;
@@ -108,15 +109,16 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
     info.device_bytes += p.device_bytes;
     info.host_tier = info.host_tier || p.host_tier;
     info.cache_rows += p.cache_rows;
-    max_batch_ids = k == 0 ? store->max_batch_ids() : std::min(max_batch_ids, store->max_batch_ids());
+    max_batch_ids =
+        k == 0 ? store->max_batch_ids() : std::min(max_batch_ids, store->max_batch_ids());
     auto part = std::make_unique<Part>();
     part->store = std::move(store);
     part->first = placement == Placement::kRowSharded ? k * block_rows : 0;
     parts.push_back(std::move(part));
   }
-  return std::unique_ptr<MultiDeviceStore>(new MultiDeviceStore(
-      std::move(info), max_batch_ids, std::move(parts),
-      placement == Placement::kRowSharded ? block_rows : source.rows()));
+  return std::unique_ptr<MultiDeviceStore>(
+      new MultiDeviceStore(std::move(info), max_batch_ids, std::move(parts),
+                           placement == Placement::kRowSharded ? block_rows : source.rows()));
 }
 
 MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
@@ -239,8 +241,9 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
     if (s.ids[k].empty()) {
       continue;
     }
-    s.rows[k].resize(s.ids[k].size() * s.stage_row_bytes);
-    s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k]), nullptr};
+    const size_t bytes = s.ids[k].size() * s.stage_row_bytes;
+    s.rows[k].reset(new std::byte[bytes]);
+    s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k].get(), bytes), nullptr};
     LookUpBatch part_batch;
     part_batch.ids = s.ids[k];
     part_batch.out_type = s.stage_type;
@@ -275,7 +278,7 @@ void MultiDeviceStore::Assemble(ShardedBatch& s) const {
   }
   auto staged = [&](size_t i) {
     const int k = OwnerOf(b.ids[i]);
-    return s.rows[k].data() + static_cast<size_t>(s.place[i]) * s.stage_row_bytes;
+    return s.rows[k].get() + static_cast<size_t>(s.place[i]) * s.stage_row_bytes;
   };
   RowWriter out(b.outs, out_row_bytes);
   const size_t plain = b.plain_ids();
@@ -304,8 +307,7 @@ void MultiDeviceStore::Assemble(ShardedBatch& s) const {
       pool.weights = b.bags.weights.subspan(plain);
     }
     std::vector<std::byte> answer(bags * out_row_bytes);
-    kernels::CpuPooledGather(rows.data(), DataType::kFloat32, dim, pool, b.out_type,
-                             answer.data());
+    kernels::CpuPooledGather(rows.data(), DataType::kFloat32, dim, pool, b.out_type, answer.data());
     for (size_t bag = 0; bag < bags; ++bag) {
       std::memcpy(out.Next(), answer.data() + bag * out_row_bytes, out_row_bytes);
     }

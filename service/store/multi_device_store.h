@@ -69,8 +69,8 @@ class MultiDeviceStore final : public EmbeddingStore {
  private:
   struct Part {
     std::unique_ptr<EmbeddingStore> store;
-    int64_t first = 0;                // its first row, of the table's own ids (rows)
-    std::atomic<int> inflight{0};     // batches given and not yet done (replicas)
+    int64_t first = 0;             // its first row, of the table's own ids (rows)
+    std::atomic<int> inflight{0};  // batches given and not yet done (replicas)
   };
   struct ShardedBatch;
 
@@ -83,7 +83,7 @@ class MultiDeviceStore final : public EmbeddingStore {
   void Assemble(ShardedBatch& batch) const;
 
   const std::vector<std::unique_ptr<Part>> parts_;
-  const int64_t block_rows_;  // rows: a part's rows (the last may hold fewer)
+  const int64_t block_rows_;       // rows: a part's rows (the last may hold fewer)
   std::atomic<uint32_t> next_{0};  // replicas: where the search for the least busy starts
   PartObserver observer_;
 };

@@ -11,6 +11,9 @@ loses the device.
 
   tests/gpu/device_loss_check.py BUNDLE_DIR   (holds embedding-server, embedding-client and
                                                libemb_cuda_fault_shim.so; LD_LIBRARY_PATH set)
+EMB_TEST_DEVICE (default cuda:0) and EMB_TEST_PLACEMENT give the server's --device and
+--placement: cuda:0,cuda:0 with rows checks a table split over two stores (the loss is reported
+for cuda:0, the first device's).
 """
 import os
 import re
@@ -22,6 +25,8 @@ import time
 import urllib.request
 
 BUNDLE = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else ".gpu")
+DEVICES = os.environ.get("EMB_TEST_DEVICE", "cuda:0")
+PLACEMENT = os.environ.get("EMB_TEST_PLACEMENT", "replicas")
 # B's bound: the server exits as soon as the batch fails when nobody has scraped it.
 UNSCRAPED_EXIT_S = 10
 
@@ -30,7 +35,8 @@ def start(fault_file):
     env = dict(os.environ, LD_PRELOAD=os.path.join(BUNDLE, "libemb_cuda_fault_shim.so"),
                EMB_FAULT_FILE=fault_file)
     server = subprocess.Popen(
-        [f"{BUNDLE}/embedding-server", "--device=cuda:0", "--demo_table=100000x64",
+        [f"{BUNDLE}/embedding-server", f"--device={DEVICES}", f"--placement={PLACEMENT}",
+         "--demo_table=100000x64",
          "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0"],
         env=env, stderr=subprocess.PIPE, text=True)
     log, grpc, metrics = [], None, None

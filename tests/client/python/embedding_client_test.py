@@ -53,7 +53,14 @@ class FakeLookUp(pb_grpc.EmbeddingServiceServicer):
                          device="cpu", bytes=100 * 14),
             pb.TableInfo(name="f", rows=1 << 32, dim=128, dtype=pb.DATA_TYPE_BFLOAT16,
                          device="cuda:0", bytes=(1 << 32) * 256, host_tier=True,
-                         cache_rows=1 << 28, device_bytes=(1 << 36) + 12345)])
+                         cache_rows=1 << 28, device_bytes=(1 << 36) + 12345),
+            pb.TableInfo(name="m", rows=10, dim=4, dtype=pb.DATA_TYPE_FLOAT32,
+                         device="cuda:0,cuda:1", bytes=160, device_bytes=300,
+                         placement=pb.PLACEMENT_ROWS,
+                         parts=[pb.DevicePart(device="cuda:0", first_row=0, rows=5,
+                                              device_bytes=100),
+                                pb.DevicePart(device="cuda:1", first_row=5, rows=5,
+                                              device_bytes=200, host_tier=True)])])
 
 
 class Server:
@@ -141,17 +148,26 @@ class PooledLookUpTest(unittest.TestCase):
 class ListTablesTest(unittest.TestCase):
     def test_quantized_dtype_names_and_bytes(self):
         with Server(FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
-            q8, q4, f = c.list_tables()
+            q8, q4, f, _ = c.list_tables()
         self.assertEqual((q8["name"], q8["dtype"], q8["bytes"]), ("q8", "int8_rowwise", 2800))
         self.assertEqual((q4["dtype"], q4["bytes"]), ("int4_rowwise", 1400))
         self.assertEqual((f["dtype"], f["bytes"]), ("bfloat16", (1 << 32) * 256))
 
     def test_host_tier_cache_rows_and_device_bytes(self):
         with Server(FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
-            q8, _, f = c.list_tables()
+            q8, _, f, _ = c.list_tables()
         self.assertEqual((f["host_tier"], f["cache_rows"], f["device_bytes"]),
                          (True, 1 << 28, (1 << 36) + 12345))
         self.assertEqual((q8["host_tier"], q8["cache_rows"], q8["device_bytes"]), (False, 0, 0))
+
+    def test_placement_and_parts_of_a_table_over_several_devices(self):
+        with Server(FakeLookUp()) as server, ec.EmbeddingClient(server.target) as c:
+            q8, _, _, m = c.list_tables()
+        self.assertEqual((q8["placement"], q8["parts"]), ("", []))
+        self.assertEqual(m["placement"], "rows")
+        self.assertEqual(m["parts"], [
+            dict(device="cuda:0", first_row=0, rows=5, device_bytes=100, host_tier=False),
+            dict(device="cuda:1", first_row=5, rows=5, device_bytes=200, host_tier=True)])
 
 
 if __name__ == "__main__":

@@ -177,10 +177,9 @@ class MultiDeviceStoreTest : public ::testing::TestWithParam<std::string> {
       devices.push_back(devices_[k % devices_.size()]);
       names.push_back(devices.back().name());
     }
-    return MultiDeviceStore::Create(source, placement, names,
-                                    [&](const TableSource& part, int k) {
-                                      return CreateStore(part, devices[k], options_);
-                                    });
+    return MultiDeviceStore::Create(source, placement, names, [&](const TableSource& part, int k) {
+      return CreateStore(part, devices[k], options_);
+    });
   }
 
   std::vector<Device> devices_;
@@ -277,8 +276,8 @@ TEST_P(MultiDeviceStoreTest, PooledBagsOverSplitRowsAnswerAsOneDevice) {
     }
     for (DataType out_type : kOutTypes) {
       for (int mode = 0; mode < 3; ++mode) {  // sum, weighted sum, mean
-        SCOPED_TRACE(absl::StrCat(DataTypeName(table_type), " -> ", DataTypeName(out_type),
-                                  " mode ", mode));
+        SCOPED_TRACE(
+            absl::StrCat(DataTypeName(table_type), " -> ", DataTypeName(out_type), " mode ", mode));
         LookUpBatch batch;
         batch.ids = ids;
         batch.out_type = out_type;
@@ -328,8 +327,8 @@ TEST_P(MultiDeviceStoreTest, UpdatesReachTheOwnerOrEveryReplica) {
       std::vector<int64_t> ids = {0, 166, 167, 168, 400, 500, 167};
       const std::string values =
           emb::testing::RandomRows(DataType::kFloat32, static_cast<int64_t>(ids.size()) * dim, 19);
-      const auto bytes = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(values.data()),
-                                             values.size());
+      const auto bytes =
+          absl::MakeConstSpan(reinterpret_cast<const std::byte*>(values.data()), values.size());
       absl::StatusOr<int64_t> want = one->UpdateRows(ids, DataType::kFloat32, bytes);
       ASSERT_THAT(want.status(), IsOk());
       absl::StatusOr<int64_t> got = (*multi)->UpdateRows(ids, DataType::kFloat32, bytes);
@@ -350,24 +349,23 @@ TEST_P(MultiDeviceStoreTest, UpdatesReachTheOwnerOrEveryReplica) {
       const size_t table_bytes = source->bytes();
       std::string whole(table_bytes, '\0');
       std::string parts(table_bytes, '\0');
-      ASSERT_THAT(one->ReadRows(0, absl::MakeSpan(reinterpret_cast<std::byte*>(whole.data()),
-                                                  whole.size())),
+      ASSERT_THAT(one->ReadRows(
+                      0, absl::MakeSpan(reinterpret_cast<std::byte*>(whole.data()), whole.size())),
                   IsOk());
-      ASSERT_THAT((*multi)->ReadRows(0, absl::MakeSpan(reinterpret_cast<std::byte*>(parts.data()),
-                                                       parts.size())),
+      ASSERT_THAT((*multi)->ReadRows(
+                      0, absl::MakeSpan(reinterpret_cast<std::byte*>(parts.data()), parts.size())),
                   IsOk());
       EXPECT_TRUE(whole == parts);
       const size_t row = RowBytes(table_type, dim);
       const size_t offset = 166 * row + 3;  // inside part 0, running into part 1
       std::string slice(row * 2, '\0');
-      ASSERT_THAT((*multi)->ReadRows(offset, absl::MakeSpan(reinterpret_cast<std::byte*>(
-                                                                slice.data()),
-                                                            slice.size())),
-                  IsOk());
+      ASSERT_THAT(
+          (*multi)->ReadRows(
+              offset, absl::MakeSpan(reinterpret_cast<std::byte*>(slice.data()), slice.size())),
+          IsOk());
       EXPECT_EQ(slice, whole.substr(offset, slice.size()));
-      EXPECT_THAT((*multi)->ReadRows(table_bytes - 1, absl::MakeSpan(reinterpret_cast<std::byte*>(
-                                                                         slice.data()),
-                                                                     2)),
+      EXPECT_THAT((*multi)->ReadRows(table_bytes - 1,
+                                     absl::MakeSpan(reinterpret_cast<std::byte*>(slice.data()), 2)),
                   StatusIs(absl::StatusCode::kOutOfRange));
     }
   }
