@@ -128,8 +128,8 @@ absl::Status WithOptionHint(const absl::Status& status, absl::string_view path) 
   }
   return absl::NotFoundError(
       absl::StrCat(status.message(), " (is ',", option.substr(0, eq),
-                   "=' meant as an option? --table takes quantize=, gpu_budget=, hot_ids=, shard= "
-                   "and placement=; anything else "
+                   "=' meant as an option? --table takes quantize=, gpu_budget=, hot_ids=, shard=, "
+                   "placement= and devices=; anything else "
                    "after a comma is part of the path)"));
 }
 
@@ -173,6 +173,22 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   RETURN_IF_ERROR(CheckConfig(config));
   ASSIGN_OR_RETURN(std::vector<OpenedTable> tables, OpenTables(config));
   ASSIGN_OR_RETURN(const std::vector<Device> devices, ResolveDevices(config.device));
+  // Each table's own devices (its devices= option), and every device some table is on.
+  std::vector<Device> all_devices = devices;
+  for (OpenedTable& t : tables) {
+    t.devices = devices;
+    if (t.devices_option.empty()) {
+      continue;
+    }
+    absl::StatusOr<std::vector<Device>> own = ResolveDevices(t.devices_option);
+    if (!own.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("table '", t.source->name(),
+                                                     "': devices=", t.devices_option, ": ",
+                                                     own.status().message()));
+    }
+    t.devices = *own;
+    all_devices.insert(all_devices.end(), own->begin(), own->end());
+  }
   ASSIGN_OR_RETURN(const Placement placement, ParsePlacement(config.placement, "--placement"));
   (void)placement;  // checked before any port opens; each table's is taken in LoadTables
 
@@ -252,7 +268,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   }
   server->exposer_->RegisterCollectable(server->metrics_->registry());
   server->scrape_metrics_ = std::make_shared<ScrapeTimeMetrics>();
-  for (const Device& device : Distinct(devices)) {
+  for (const Device& device : Distinct(all_devices)) {
     server->device_losses_.push_back(
         std::make_unique<DeviceLossMetrics>(device.name(), *server->scrape_metrics_));
     if (!device.cuda) {
@@ -283,7 +299,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   RETURN_IF_ERROR(server->StartAdmin(config));
 
-  RETURN_IF_ERROR(server->LoadTables(config, devices, tables));
+  RETURN_IF_ERROR(server->LoadTables(config, Distinct(all_devices), tables));
   server->service_->SetTables(&server->tables_);
   if (server->admin_ != nullptr) {
     server->admin_->SetTables(&server->tables_);
@@ -310,7 +326,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     LogInfo("admission by deadline is off; calls stay at most ",
             absl::FormatDuration(config.limits.max_call_time), " in the server");
   }
-  LogInfo("serving ", server->tables_.size(), " table(s) on ", DeviceNames(devices),
+  LogInfo("serving ", server->tables_.size(), " table(s) on ", DeviceNames(Distinct(all_devices)),
           "; health SERVING");
   return server;
 }
@@ -349,6 +365,7 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
     OpenedTable table;
     table.gpu_budget_bytes = spec.gpu_budget_bytes;
     table.placement = spec.placement;
+    table.devices_option = spec.devices;
     table.hot_ids_path = spec.hot_ids_path;
     if (IsDirectory(spec.path)) {
       // A version directory: the newest version that opens; each newer one refused is logged.
@@ -400,7 +417,7 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
 }
 
 absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
-                                         const std::vector<Device>& devices,
+                                         const std::vector<Device>& all_devices,
                                          std::vector<OpenedTable>& tables) {
   StoreOptions options = config.store;
   options.max_batch_ids = config.batcher.max_batch_ids;
@@ -423,21 +440,24 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
       report(why);
     };
   };
-  // Answers in pinned memory that every GPU of the process sees (portable), or ordinary memory.
-  answer_pool_ = std::make_unique<AnswerBufferPool>(config.answer_pool_bytes,
-                                                    CreateAnswerMemory(devices.front()));
+  // Answers in pinned memory that every GPU of the process sees (portable), or ordinary memory
+  // where no table is on a GPU.
+  const auto first_gpu =
+      std::find_if(all_devices.begin(), all_devices.end(), [](const Device& d) { return d.cuda; });
+  const bool any_cuda = first_gpu != all_devices.end();
+  answer_pool_ = std::make_unique<AnswerBufferPool>(
+      config.answer_pool_bytes, CreateAnswerMemory(any_cuda ? *first_gpu : all_devices.front()));
   BatcherOptions batcher_options = config.batcher;
   batcher_options.answer_pool = answer_pool_.get();
-  const bool any_cuda =
-      std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.cuda; });
   if (!any_cuda && (config.gpu_memory_budget_bytes > 0 || !config.store.host_tier)) {
-    LogInfo("--gpu_memory_budget and --host_tier have no effect on ", DeviceNames(devices),
+    LogInfo("--gpu_memory_budget and --host_tier have no effect on ", DeviceNames(all_devices),
             ": the CPU store serves every table from host memory");
   }
   // What --gpu_memory_budget leaves on each device for the tables not placed yet, and what the
   // others took.
   std::vector<std::pair<std::string, size_t>> device_left;
-  for (const Device& d : Distinct(devices)) {
+  device_left.reserve(all_devices.size());
+  for (const Device& d : all_devices) {
     device_left.emplace_back(d.name(), config.gpu_memory_budget_bytes);
   }
   auto left_on = [&](const Device& d) -> size_t& {
@@ -448,6 +468,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   std::vector<std::string> placed;
   for (OpenedTable& t : tables) {
     const TableSource& source = *t.source;
+    const std::vector<Device>& devices = t.devices;
     ASSIGN_OR_RETURN(
         const Placement placement,
         t.placement.empty()

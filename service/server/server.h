@@ -130,9 +130,12 @@ class EmbeddingServer {
     std::string hot_ids_path;      // TableSpec::hot_ids_path
     std::vector<int64_t> hot_ids;  // read from hot_ids_path, checked against the table's rows
     std::string placement;         // TableSpec::placement; empty: ServerConfig::placement
+    std::string devices_option;    // TableSpec::devices; empty: ServerConfig::device
+    std::vector<Device> devices;   // where the table goes: devices_option's, or --device's
   };
   static absl::StatusOr<std::vector<OpenedTable>> OpenTables(const ServerConfig& config);
-  absl::Status LoadTables(const ServerConfig& config, const std::vector<Device>& devices,
+  // `all_devices`: every device some table is on, once each.
+  absl::Status LoadTables(const ServerConfig& config, const std::vector<Device>& all_devices,
                           std::vector<OpenedTable>& tables);
   // Every poll period, each unpinned table from a version directory whose newest version is newer
   // than the one it serves (and not one found broken before) loads it.

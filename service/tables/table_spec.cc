@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "service/common/byte_size.h"
 
 namespace emb::service {
@@ -109,8 +110,8 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
   }
   absl::string_view path = flag.substr(eq + 1);
   // The options: each starts at ",KEY=" of a known key and runs to the next one.
-  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids", "shard",
-                                            "placement"};
+  constexpr absl::string_view kOptions[] = {"quantize", "gpu_budget", "hot_ids",
+                                            "shard",    "placement",  "devices"};
   const auto next_option = [&](absl::string_view text, size_t from) {
     size_t first = absl::string_view::npos;
     for (absl::string_view key : kOptions) {
@@ -175,6 +176,9 @@ absl::StatusOr<TableSpec> ParseTableSpec(absl::string_view flag) {
                                     "devices of --device)"));
       }
       spec.placement = std::string(value);
+    } else if (key == "devices") {
+      // As --device takes them, '+' in place of its commas (which separate these options).
+      spec.devices = absl::StrReplaceAll(value, {{"+", ","}});
     } else {
       spec.hot_ids_path = std::string(value);
     }

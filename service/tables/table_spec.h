@@ -61,12 +61,15 @@ struct TableSpec {
   // "replicas" or "rows": how the table is laid out over several devices (--device lists them);
   // empty: --placement.
   std::string placement = "";
+  // The devices this table is on, as --device takes them ("cuda:1", "cuda:0,cuda:1", "all"; the
+  // option writes '+' for ','); empty: --device's.
+  std::string devices = "";
 };
 
 // The flag's form, for messages and --help.
 inline constexpr char kTableSpecUsage[] =
     "NAME=PATH[#TENSOR][,quantize=int8|int4][,gpu_budget=SIZE][,hot_ids=PATH][,shard=K/N]"
-    "[,placement=replicas|rows]";
+    "[,placement=replicas|rows][,devices=DEVICE+DEVICE...]";
 
 // The longest table name, in bytes.
 inline constexpr size_t kMaxTableNameBytes = 256;
@@ -83,7 +86,8 @@ absl::Status CheckTableName(absl::string_view name);
 //   hot_ids=PATH        the rows to put into a host tier's cache first;
 //   shard=K/N           only shard K of N of the rows (ShardSpec; ParseShardSpec);
 //   placement=replicas|rows  over several devices: the whole table on each, or its rows split
-//                       over them (MultiDeviceStore).
+//                       over them (MultiDeviceStore);
+//   devices=D+D...      the table's own devices, as --device takes them with '+' for ','.
 // The options start at the first ",quantize=", ",gpu_budget=", ",hot_ids=" or ",shard="; each
 // value runs to the next of them. So PATH (and hot_ids' PATH) may hold commas, and a comma followed
 // by anything else is part of the path, but neither may hold one of those four. INVALID_ARGUMENT,

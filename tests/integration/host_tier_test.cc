@@ -303,7 +303,7 @@ TEST_F(HostTierTest, AMisspeltOptionIsNamedWhenTheFileIsMissing) {
   EXPECT_THAT(StoppingLine(exit.log), HasSubstr(table_ + ",gpu_bugdet=1M: cannot open"));
   EXPECT_THAT(StoppingLine(exit.log),
               HasSubstr("is ',gpu_bugdet=' meant as an option? --table takes quantize=, "
-                        "gpu_budget= and hot_ids="));
+                        "gpu_budget=, hot_ids=, shard=, placement= and devices="));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -71,6 +72,8 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
       {"--grpc_address=192.0.2.1:50051", "cannot listen for gRPC on --grpc_address=192.0.2.1"},
       {"--metrics_address=127.0.0.1:-1", "--metrics_address=127.0.0.1:-1: expected HOST:PORT"},
       {"--device=tpu", "--device=tpu"},
+      {"--device=cpu,tpu", "--device=tpu: expected auto, cpu, cuda or cuda:N"},
+      {"--placement=mirror", "--placement=mirror: expected replicas or rows"},
       {"--demo_table=12", "--demo_table=12: expected ROWSxDIM"},
       {"--demo_table=0x4", "--demo_table"},
       {"--demo_table=4000000000000000000x1024", "must fit in 64 bits"},
@@ -99,6 +102,47 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
     EXPECT_NE(exit.code, 0) << flag << "\n" << exit.log;
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << flag << "\n" << exit.log;
   }
+}
+
+// A table's own devices= and placement= beside --device: the table split over two CPU stores
+// answers its file's rows; a bad list stops start-up naming the table.
+TEST(StartUp, ATableTakesItsOwnDevicesAndPlacement) {
+  constexpr int64_t kRows = 101;
+  constexpr int64_t kDim = 6;
+  testing::TempDir dir;
+  const std::string data = testing::RandomRows(DataType::kFloat32, kRows * kDim, 3);
+  const std::string path = dir.File("t.npy");
+  ASSERT_TRUE(testing::WriteFile(path, testing::NpyFile("<f4", {kRows, kDim}, data)).ok());
+  auto server = ServerProcess::Start({"--device=cpu", "--table=plain=" + path,
+                                      "--table=split=" + path + ",devices=cpu+cpu,placement=rows"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  auto client = client::EmbeddingClient::Connect((*server)->target());
+  auto tables = client->ListTables(absl::Seconds(10));
+  ASSERT_TRUE(tables.ok()) << tables.status();
+  ASSERT_EQ(tables->size(), 2u);
+  EXPECT_EQ((*tables)[0].device, "cpu");
+  EXPECT_TRUE((*tables)[0].parts.empty());
+  EXPECT_EQ((*tables)[1].device, "cpu,cpu");
+  EXPECT_EQ((*tables)[1].placement, "rows");
+  ASSERT_EQ((*tables)[1].parts.size(), 2u);
+  EXPECT_EQ((*tables)[1].parts[1].first_row, 51);  // blocks of ceil(101 / 2) rows
+  const std::vector<int64_t> ids = {100, 0, 50, 51, 7, 51};
+  auto result = client->LookUp("split", ids, {}, DataType::kFloat32, absl::Seconds(10));
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::vector<float> got = result->ToFloat32();
+  ASSERT_EQ(got.size(), ids.size() * kDim);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ(std::memcmp(got.data() + i * kDim, data.data() + ids[i] * kDim * sizeof(float),
+                          kDim * sizeof(float)),
+              0)
+        << "id " << ids[i];
+  }
+  EXPECT_THAT((*server)->log(), HasSubstr("table 'split' part 1 on cpu: rows 51..100"));
+
+  const ServerProcess::Exit bad =
+      ServerProcess::RunToExit({"--device=cpu", "--table=split=" + path + ",devices=cpu+gpu9"});
+  EXPECT_NE(bad.code, 0);
+  EXPECT_THAT(StoppingLine(bad.log), HasSubstr("table 'split': devices=cpu,gpu9: --device=gpu9"));
 }
 
 TEST(StartUp, UnreadableTableStopsStartUpBeforeThePortOpens) {

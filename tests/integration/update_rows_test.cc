@@ -953,7 +953,9 @@ TEST_F(TableVersionsTest, LoadVersionSwapsWhileServingAndRollsBack) {
             return;
           }
         }
-        if (at_least > 0 && got.front() != at_least && got.front() < at_least) {
+        // A rollback begun while the call ran (the floor went to 0 and stays there) may have
+        // answered it: only a read that ended before the rollback must see the floor.
+        if (at_least > 0 && floor.load() > 0 && got.front() < at_least) {
           errors[r] =
               absl::StrCat("read version ", got.front(), " after ", at_least, " was answered");
           return;
