@@ -72,6 +72,7 @@ absl::StatusOr<Result> Measure(EmbeddingStore& store, const HostAllocator* memor
   std::atomic<bool> failed{false};
   absl::Status first_error;
   std::vector<std::thread> workers;
+  workers.reserve(threads);
   const Clock::time_point start = Clock::now();
   for (int t = 0; t < threads; ++t) {
     workers.emplace_back([&, t] {
@@ -158,6 +159,7 @@ int Run(int argc, char** argv) {
     }
   }
   std::vector<std::string> names;
+  names.reserve(devices->size());
   for (const Device& d : *devices) {
     names.push_back(d.name());
   }
