@@ -469,6 +469,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   for (OpenedTable& t : tables) {
     const TableSource& source = *t.source;
     const std::vector<Device>& devices = t.devices;
+    const bool on_gpu =
+        std::any_of(devices.begin(), devices.end(), [](const Device& d) { return d.cuda; });
     ASSIGN_OR_RETURN(
         const Placement placement,
         t.placement.empty()
@@ -543,10 +545,10 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
     if (!table.parts.empty()) {
       where = absl::StrCat(PlacementName(table.placement), " over ", table.parts.size(),
                            " devices (", table.device_bytes, " bytes of GPU memory in all)");
-    } else if (any_cuda && table.host_tier) {
+    } else if (on_gpu && table.host_tier) {
       where = absl::StrCat("in pinned host memory with a GPU cache of ", table.cache_rows,
                            " rows (", table.device_bytes, " bytes of GPU memory)");
-    } else if (any_cuda) {
+    } else if (on_gpu) {
       where = absl::StrCat("on the device (", table.device_bytes, " bytes of GPU memory)");
     }
     LogInfo(absl::StrFormat(
@@ -578,7 +580,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
                                                      : "on the device",
                               part.device_bytes));
     }
-    if (any_cuda && !table.host_tier && !t.hot_ids_path.empty()) {
+    if (on_gpu && !table.host_tier && !t.hot_ids_path.empty()) {
       LogInfo("table '", table.name, "': hot_ids=", t.hot_ids_path,
               " has no effect: every row is on the device");
     }
