@@ -5,7 +5,8 @@
 #
 #   bench/kernels/build_bag_variant.sh BUILD_DIR OUT.so -DEMB_BAG_MIN_BLOCKS=1 -DEMB_BAG_UNROLL_1=16
 #
-# BUILD_DIR is a configured CUDA build in which emb_bag_capi is already built.
+# BUILD_DIR is a configured CUDA build (Ninja or Unix Makefiles) in which emb_bag_capi is already
+# built.
 set -euo pipefail
 build=$(realpath "$1")
 out=$(realpath -m "$2")
@@ -13,7 +14,13 @@ shift 2
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-flags=$(sed -n 's/^CUDA_FLAGS = //p' "$build/kernels/CMakeFiles/emb_kernels.dir/flags.make")
+object=kernels/CMakeFiles/emb_kernels.dir/bags/bag_launch.cu.o
+if [[ -f $build/build.ninja ]]; then  # Ninja: the flags from the object's own command
+  flags=$(ninja -C "$build" -t commands "$object" | tail -n 1 | sed -e 's/^.*nvcc //' -e 's/ -MD .*//' \
+    -e 's/-forward-unknown-to-host-compiler //' -e 's/-DEMB_HAVE_CUDA=1 //')
+else  # Unix Makefiles
+  flags=$(sed -n 's/^CUDA_FLAGS = //p' "$build/kernels/CMakeFiles/emb_kernels.dir/flags.make")
+fi
 # shellcheck disable=SC2086
 /usr/local/cuda/bin/nvcc $flags -DEMB_HAVE_CUDA=1 -I"$root" "$@" \
   -c "$root/kernels/bags/bag_launch.cu" -o "$work/bag_launch.cu.o"
@@ -23,8 +30,16 @@ member=$(ar t "$work/libemb_kernels.a" | grep -x 'bag_launch.cu.o')
 ar d "$work/libemb_kernels.a" "$member"
 ar q "$work/libemb_kernels.a" "$work/bag_launch.cu.o"
 # The default's link line, with that library and the output renamed.
-link=$(cat "$build/bench/kernels/CMakeFiles/emb_bag_capi.dir/link.txt")
-link=${link//..\/..\/kernels\/libemb_kernels.a/$work/libemb_kernels.a}
-link=${link/-o libemb_bag_capi.so/-o $out}
-(cd "$build/bench/kernels" && eval "$link")
+if [[ -f $build/build.ninja ]]; then  # run from the build folder
+  link=$(ninja -C "$build" -t commands bench/kernels/libemb_bag_capi.so | tail -n 1)
+  link=${link#: && }
+  link=${link// kernels\/libemb_kernels.a / $work/libemb_kernels.a }
+  link=${link/-o bench\/kernels\/libemb_bag_capi.so/-o $out}
+  (cd "$build" && eval "$link")
+else  # run from the library's folder
+  link=$(cat "$build/bench/kernels/CMakeFiles/emb_bag_capi.dir/link.txt")
+  link=${link//..\/..\/kernels\/libemb_kernels.a/$work/libemb_kernels.a}
+  link=${link/-o libemb_bag_capi.so/-o $out}
+  (cd "$build/bench/kernels" && eval "$link")
+fi
 echo "built $out ($*)"

@@ -1,0 +1,342 @@
+// mapped_read_probe: how fast a kernel reads random rows of host memory that the GPU maps (a
+// host tier's misses, docs/benchmarks.md section 14), by how the memory was made, against the
+// same reads from GPU memory. Each case fills --gib of host memory (the first fill of the
+// machine's memory is timed apart: a microVM's memory grows as it is first touched), pins and maps
+// it, then times batches of --ids uniformly random rows of --row_bytes bytes, read by a kernel
+// whose groups of lanes each load --rows_in_flight rows before they use any (as the bag kernel's
+// GatherKernel does), over the whole span and over its first --small_mib (where the GPU's and the
+// IOMMU's address translations fit in their caches).
+//
+//   mapped_read_probe [--gib=16] [--row_bytes=512] [--ids=65536] [--batches=20]
+//                     [--small_mib=256] [--file=/tmp/mapped_read_probe.bin]
+//
+// Cases: anonymous memory with transparent huge pages (HugePageRows, what the host tier uses);
+// anonymous memory with 4 KiB pages (MADV_NOHUGEPAGE); cudaHostAlloc's own pinned memory; and a
+// file's page-cache pages mapped read-only and registered in place (cudaHostRegisterReadOnly: no
+// copy of the file). Prints one markdown table.
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/common/bench_flags.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point since) {
+  return std::chrono::duration<double>(Clock::now() - since).count();
+}
+
+absl::Status Check(cudaError_t e, const char* what) {
+  if (e == cudaSuccess) {
+    return absl::OkStatus();
+  }
+  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
+}
+
+// Each group of `lanes` lanes loads kRows rows (16 bytes a lane of each) before it sums any, and
+// writes one sum per lane (so that no load is dropped).
+template <int kRows>
+__global__ void ReadRows(const uint8_t* base, size_t row_bytes, const int64_t* ids, int64_t n,
+                         int lanes, uint4* out) {
+  const int64_t thread = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t group = thread / lanes;
+  const int lane = static_cast<int>(thread % lanes);
+  const int64_t first = group * kRows;
+  if (first >= n) {
+    return;
+  }
+  uint4 v[kRows];
+#pragma unroll
+  for (int u = 0; u < kRows; ++u) {
+    const int64_t id = first + u < n ? ids[first + u] : ids[first];
+    v[u] = __ldg(reinterpret_cast<const uint4*>(base + static_cast<size_t>(id) * row_bytes) + lane);
+  }
+  uint4 s = v[0];
+#pragma unroll
+  for (int u = 1; u < kRows; ++u) {
+    s.x ^= v[u].x;
+    s.y ^= v[u].y;
+    s.z ^= v[u].z;
+    s.w ^= v[u].w;
+  }
+  out[thread] = s;
+}
+
+// Fills `bytes` at `p` with `threads` threads (first touch where the memory is new).
+void Fill(uint8_t* p, size_t bytes, unsigned threads) {
+  std::vector<std::thread> workers;
+  workers.reserve(threads);
+  const size_t part = (bytes / threads + 4095) / 4096 * 4096;
+  for (unsigned t = 0; t < threads; ++t) {
+    workers.emplace_back([=] {
+      const size_t begin = std::min(bytes, t * part);
+      const size_t end = std::min(bytes, begin + part);
+      std::memset(p + begin, static_cast<int>(t + 1), end - begin);
+    });
+  }
+  for (auto& w : workers) {
+    w.join();
+  }
+}
+
+struct Reads {
+  double gbps = 0;    // row bytes read a second, median batch
+  double p50_us = 0;  // median batch
+};
+
+// Times `batches` batches of random rows over the first `span_rows` rows at `device_base`.
+absl::StatusOr<Reads> TimeReads(const uint8_t* device_base, size_t row_bytes, int64_t span_rows,
+                                int64_t ids_per_batch, int batches, std::mt19937_64& rng) {
+  constexpr int kRows = 8;
+  const int lanes = static_cast<int>(row_bytes / 16);
+  std::uniform_int_distribution<int64_t> pick(0, span_rows - 1);
+  std::vector<int64_t> ids(static_cast<size_t>(ids_per_batch) * batches);
+  for (int64_t& id : ids) {
+    id = pick(rng);
+  }
+  int64_t* d_ids = nullptr;
+  uint4* d_out = nullptr;
+  const int64_t threads = (ids_per_batch + kRows - 1) / kRows * lanes;
+  absl::Status s = Check(cudaMalloc(&d_ids, ids.size() * sizeof(int64_t)), "cudaMalloc");
+  if (s.ok()) s.Update(Check(cudaMalloc(&d_out, threads * sizeof(uint4)), "cudaMalloc"));
+  if (s.ok()) {
+    s.Update(
+        Check(cudaMemcpy(d_ids, ids.data(), ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+              "cudaMemcpy"));
+  }
+  std::vector<float> ms;
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const auto blocks = static_cast<unsigned>((threads + 255) / 256);
+  for (int b = -1; s.ok() && b < batches; ++b) {  // batch -1: a warm-up on batch 0's ids
+    const int64_t* batch_ids = d_ids + static_cast<int64_t>(std::max(b, 0)) * ids_per_batch;
+    cudaEventRecord(start);
+    ReadRows<kRows>
+        <<<blocks, 256>>>(device_base, row_bytes, batch_ids, ids_per_batch, lanes, d_out);
+    cudaEventRecord(stop);
+    s.Update(Check(cudaEventSynchronize(stop), "kernel"));
+    float t = 0;
+    cudaEventElapsedTime(&t, start, stop);
+    if (b >= 0) ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(d_ids);
+  cudaFree(d_out);
+  if (!s.ok()) return s;
+  std::sort(ms.begin(), ms.end());
+  const double p50 = ms[ms.size() / 2] / 1e3;
+  return Reads{static_cast<double>(ids_per_batch) * row_bytes / p50 / 1e9, p50 * 1e6};
+}
+
+struct Row {
+  std::string memory;
+  double fill_s = -1, refill_s = -1, register_s = -1;
+  Reads whole, small;
+  std::string note;
+};
+
+absl::Status Run(int argc, char** argv) {
+  emb::bench::Flags flags(argc, argv);
+  const int64_t gib = flags.Int("gib", 16, 1);
+  const int64_t row_bytes = flags.Int("row_bytes", 512, 16);
+  const int64_t ids = flags.Int("ids", 65536, 1);
+  const int64_t batches = flags.Int("batches", 20, 1);
+  const int64_t small_mib = flags.Int("small_mib", 256, 1);
+  const std::string file = flags.Get("file", "/tmp/mapped_read_probe.bin");
+  if (!flags.status().ok()) return flags.status();
+  if (row_bytes % 16 != 0 || row_bytes > 16 * 1024) {
+    return absl::InvalidArgumentError("--row_bytes must be a multiple of 16, at most 16 KiB");
+  }
+  const size_t bytes = static_cast<size_t>(gib) << 30;
+  const int64_t rows = static_cast<int64_t>(bytes / row_bytes);
+  const int64_t small_rows =
+      std::min<int64_t>(rows, (static_cast<int64_t>(small_mib) << 20) / row_bytes);
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::mt19937_64 rng(42);
+  std::vector<Row> table;
+  if (auto e = Check(cudaSetDevice(0), "cudaSetDevice"); !e.ok()) return e;
+
+  auto measure = [&](Row& r, const void* host) -> absl::Status {
+    void* device = nullptr;
+    if (auto e = Check(cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0),
+                       "cudaHostGetDevicePointer");
+        !e.ok()) {
+      return e;
+    }
+    auto whole = TimeReads(static_cast<const uint8_t*>(device), row_bytes, rows, ids,
+                           static_cast<int>(batches), rng);
+    if (!whole.ok()) return whole.status();
+    auto small = TimeReads(static_cast<const uint8_t*>(device), row_bytes, small_rows, ids,
+                           static_cast<int>(batches), rng);
+    if (!small.ok()) return small.status();
+    r.whole = *whole;
+    r.small = *small;
+    return absl::OkStatus();
+  };
+
+  // (a) GPU memory: the ceiling for the same reads.
+  {
+    Row r{"GPU memory (cudaMalloc)"};
+    void* d = nullptr;
+    if (auto e = Check(cudaMalloc(&d, bytes), "cudaMalloc"); !e.ok()) return e;
+    cudaMemset(d, 1, bytes);
+    auto whole = TimeReads(static_cast<const uint8_t*>(d), row_bytes, rows, ids,
+                           static_cast<int>(batches), rng);
+    auto small = TimeReads(static_cast<const uint8_t*>(d), row_bytes, small_rows, ids,
+                           static_cast<int>(batches), rng);
+    cudaFree(d);
+    if (!whole.ok()) return whole.status();
+    if (!small.ok()) return small.status();
+    r.whole = *whole;
+    r.small = *small;
+    table.push_back(r);
+  }
+
+  // (b) Anonymous memory, huge pages and 4 KiB pages: filled, refilled, registered.
+  for (const bool huge : {true, false}) {
+    Row r{huge ? "anonymous, transparent huge pages (the host tier's)"
+               : "anonymous, 4 KiB pages (MADV_NOHUGEPAGE)"};
+    constexpr size_t kHuge = size_t{2} << 20;
+    void* base =
+        mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return absl::ResourceExhaustedError("mmap");
+    auto* p =
+        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge);
+    (void)madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    Clock::time_point t = Clock::now();
+    Fill(p, bytes, threads);
+    r.fill_s = Seconds(t);
+    t = Clock::now();
+    Fill(p, bytes, threads);
+    r.refill_s = Seconds(t);
+    t = Clock::now();
+    absl::Status s =
+        Check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+              "cudaHostRegister");
+    r.register_s = Seconds(t);
+    if (s.ok()) {
+      s.Update(measure(r, p));
+      cudaHostUnregister(p);
+    }
+    munmap(base, bytes + kHuge);
+    if (!s.ok()) r.note = s.ToString();
+    table.push_back(r);
+  }
+
+  // (c) cudaHostAlloc's pinned memory.
+  {
+    Row r{"cudaHostAlloc(Mapped)"};
+    void* p = nullptr;
+    Clock::time_point t = Clock::now();
+    absl::Status s = Check(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
+                           "cudaHostAlloc");
+    r.register_s = Seconds(t);
+    if (s.ok()) {
+      t = Clock::now();
+      Fill(static_cast<uint8_t*>(p), bytes, threads);
+      r.fill_s = Seconds(t);
+      s.Update(measure(r, p));
+      cudaFreeHost(p);
+    }
+    if (!s.ok()) r.note = s.ToString();
+    table.push_back(r);
+  }
+
+  // (d) A file's page-cache pages, registered in place, read-only.
+  {
+    Row r{"a file's page cache, mapped read-only (cudaHostRegisterReadOnly)"};
+    const int fd = open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0600);
+    absl::Status s =
+        fd >= 0 ? absl::OkStatus() : absl::InternalError(absl::StrCat(file, ": ", strerror(errno)));
+    if (s.ok() && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+      s.Update(absl::InternalError(absl::StrCat("ftruncate: ", strerror(errno))));
+    }
+    if (s.ok()) {
+      // Written through a shared writable mapping (the page cache filled), then mapped again
+      // read-only as a server would map a table file.
+      void* w = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (w == MAP_FAILED) {
+        s.Update(absl::InternalError(absl::StrCat("mmap: ", strerror(errno))));
+      } else {
+        Clock::time_point t = Clock::now();
+        Fill(static_cast<uint8_t*>(w), bytes, threads);
+        r.fill_s = Seconds(t);
+        munmap(w, bytes);
+      }
+    }
+    void* m = MAP_FAILED;
+    if (s.ok()) {
+      m = mmap(nullptr, bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+      if (m == MAP_FAILED) s.Update(absl::InternalError(absl::StrCat("mmap: ", strerror(errno))));
+    }
+    if (s.ok()) {
+      (void)madvise(m, bytes, MADV_HUGEPAGE);
+      Clock::time_point t = Clock::now();
+      s.Update(Check(cudaHostRegister(m, bytes,
+                                      cudaHostRegisterMapped | cudaHostRegisterPortable |
+                                          cudaHostRegisterReadOnly),
+                     "cudaHostRegister(ReadOnly)"));
+      r.register_s = Seconds(t);
+      if (s.ok()) {
+        s.Update(measure(r, m));
+        cudaHostUnregister(m);
+      }
+    }
+    if (m != MAP_FAILED) munmap(m, bytes);
+    if (fd >= 0) {
+      close(fd);
+      unlink(file.c_str());
+    }
+    if (!s.ok()) r.note = s.ToString();
+    table.push_back(r);
+  }
+
+  std::printf(
+      "Random rows of %lld bytes, %lld a batch (median of %lld batches); span: all %lld "
+      "GiB, or the first %lld MiB\n\n",
+      static_cast<long long>(row_bytes), static_cast<long long>(ids),
+      static_cast<long long>(batches), static_cast<long long>(gib),
+      static_cast<long long>(small_mib));
+  std::printf(
+      "| memory | fill s (first touch) | refill s | pin s | GB/s, all | us, all | GB/s, "
+      "small span | us, small span | note |\n");
+  std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+  auto sec = [](double v) { return v < 0 ? std::string("-") : absl::StrFormat("%.2f", v); };
+  for (const Row& r : table) {
+    std::printf("| %s | %s | %s | %s | %.1f | %.0f | %.1f | %.0f | %s |\n", r.memory.c_str(),
+                sec(r.fill_s).c_str(), sec(r.refill_s).c_str(), sec(r.register_s).c_str(),
+                r.whole.gbps, r.whole.p50_us, r.small.gbps, r.small.p50_us, r.note.c_str());
+  }
+  std::printf("\n%u hardware threads fill; GB = 1e9 bytes\n", threads);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (absl::Status s = Run(argc, argv); !s.ok()) {
+    std::fprintf(stderr, "mapped_read_probe: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}
