@@ -25,17 +25,15 @@
 namespace emb::kernels::bags {
 
 inline constexpr int kBlockThreads = 256;
-// Blocks each SM must be able to hold (a bound on registers a thread), and whether PoolItem may
-// stage a bag's ids (see there; the launcher stages them for bags of kStageMinMeanIds ids or more
-// on average). Measured on the H200 (docs/benchmarks.md): staging the ids took 4% to 26% off the
-// pooled cases of bags of 32 to 128 ids, and for bags of 8 it was 1% to 7% slower than loading
-// each id (device call A of 2026-12-04). With unchecked loads (PoolItem) a float32 bag kernel of
-// one tile needs 80 registers, and bound to 4 blocks (64 registers, 8 bytes spilled) it was up to
-// 6% faster still (device call O); two tiles spill 36 bytes under that bound and ran 1.5% slower,
-// the other table types need 90 to 180 registers, and GatherKernel spills under any bound tighter
-// than its own 128: those are not bound. Builds for benchmarks may set others
-// (-DEMB_BAG_MIN_BLOCKS=N for every table type, -DEMB_GATHER_MIN_BLOCKS=N, -DEMB_BAG_STAGE_IDS=0 or
-// 1; bench/kernels/build_bag_variant.sh) to measure them side by side.
+// Blocks each SM must be able to hold (a bound on registers a thread), and whether PoolItem stages
+// a bag's ids (see there). Measured on the H200 (docs/benchmarks.md): staging the ids took 4% to
+// 26% off the pooled cases. With unchecked loads (PoolItem) a float32 bag kernel of one tile needs
+// 80 registers, and bound to 4 blocks (64 registers, 8 bytes spilled) it was up to 6% faster
+// still (device call O); two tiles spill 36 bytes under that bound and ran 1.5% slower, the other
+// table types need 90 to 180 registers, and GatherKernel spills under any bound tighter than its
+// own 128: those are not bound. Builds for benchmarks may set others (-DEMB_BAG_MIN_BLOCKS=N
+// for every table type, -DEMB_GATHER_MIN_BLOCKS=N, -DEMB_BAG_STAGE_IDS=0 or 1;
+// bench/kernels/build_bag_variant.sh) to measure them side by side.
 #ifndef EMB_GATHER_MIN_BLOCKS
 #define EMB_GATHER_MIN_BLOCKS 1
 #endif
@@ -51,7 +49,6 @@ inline constexpr int kBagMinBlocks =
 #endif
 inline constexpr int kGatherMinBlocks = EMB_GATHER_MIN_BLOCKS;
 inline constexpr bool kStageIds = EMB_BAG_STAGE_IDS != 0;
-inline constexpr int64_t kStageMinMeanIds = 16;
 
 // What the launcher chose for a launch.
 struct BagGrid {
@@ -59,7 +56,6 @@ struct BagGrid {
   int64_t vectors;   // per row: dim / values per vector
   int64_t tiles;     // per bag
   size_t row_bytes;  // of the table
-  bool stage_ids;    // PoolItem stages each bag's ids (the group holds kUnroll lanes or more)
 };
 
 // The unsigned type of a load of `kBytes` (1 to 16).
@@ -364,7 +360,7 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       }
     }
   };
-  if (g.stage_ids) {
+  if (kStageIds && g.group >= kUnroll) {
     // The group's lanes load the bag's ids and weights `group` at a time, one each (one
     // coalesced load), and each row's id comes from its lane by a shuffle: no id load waits in
     // front of each run of row loads. All the group's lanes run the same trips, so the shuffles

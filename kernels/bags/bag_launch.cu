@@ -3,7 +3,7 @@
 
 #include "kernels/bags/bag_kernel.cuh"
 #include "kernels/bags/bag_launch.h"
-#include "kernels/bags/gather_units_kernel.cuh"
+#include "kernels/bags/quantized_units_kernel.cuh"
 
 namespace emb::kernels::bags {
 namespace {
@@ -54,7 +54,7 @@ bool IsGather(const DeviceBags& p) {
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors>
-cudaError_t Launch(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
+cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
   constexpr int kRows = kUnrollFor<kTileVectors>;
   if (IsGather(p)) {
     const int64_t threads = (p.num_bags + kRows - 1) / kRows * g.tiles * g.group;
@@ -64,10 +64,6 @@ cudaError_t Launch(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
   }
   const int64_t threads = p.num_bags * g.tiles * g.group;
   const auto blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
-  // Staged ids pay for bags of many ids; for short bags loading each id is faster. An unknown
-  // count (0) stages.
-  g.stage_ids = kStageIds && g.group >= kRows &&
-                (p.num_ids == 0 || p.num_ids >= kStageMinMeanIds * p.num_bags);
   BagKernel<kT, kVecBytes, kTileVectors, kRows><<<blocks, kBlockThreads, 0, stream>>>(p, g);
   return cudaPeekAtLastError();
 }
@@ -91,8 +87,10 @@ cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
 
 template <DataType kT>
 cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
-  if (IsGather(p) && GatherUnitsFit(p)) {
-    return LaunchGatherUnits<kT>(p, stream);
+  if constexpr (IsQuantized(kT)) {
+    if (IsGather(p) && QuantizedUnitsFit(p)) {
+      return LaunchQuantizedUnits<kT>(p, stream);
+    }
   }
   const int b = VectorBytes(
       kT, p.dim,
