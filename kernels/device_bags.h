@@ -34,6 +34,9 @@ struct DeviceBags {
   // bags of one id each (bag b is ids[b]: a gather).
   const int64_t* offsets = nullptr;
   int64_t num_bags = 0;
+  // The ids of all the bags (offsets[num_bags] - offsets[0]) where the caller knows it, else 0: the
+  // launcher picks how a bag's ids are loaded by their mean count.
+  int64_t num_ids = 0;
   const float* weights = nullptr;          // nullptr, or one per id, by index in `ids`
   const float* scales = nullptr;           // nullptr, or one factor per bag (a mean's 1 / length)
   void* out = nullptr;                     // num_bags rows of dim elements of out_type

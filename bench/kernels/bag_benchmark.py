@@ -67,7 +67,7 @@ def load_libs(args):
     vp, i32, i64 = ctypes.c_void_p, ctypes.c_int, ctypes.c_int64
     libs = {}
     lib = ctypes.CDLL(args.lib)
-    lib.emb_bags.argtypes = [vp, i32, i64, i64, vp, vp, i64, vp, vp, vp, i32, vp]
+    lib.emb_bags.argtypes = [vp, i32, i64, i64, vp, vp, i64, i64, vp, vp, vp, i32, vp]
     lib.emb_bags.restype = i32
     libs["bags"] = lib
     libs["gather"] = None
@@ -165,7 +165,8 @@ def run_pooled_case(case, libs, budget, stream, gen, results):
 
         def ours():
             check_rc(lib.emb_bags(ptr(weight), FLOAT32, rows, dim, ptr(ids), ptr(offsets), bags,
-                                  ptr(w), ptr(s), ptr(out), FLOAT32, stream), "emb_bags")
+                                  bags * per_bag, ptr(w), ptr(s), ptr(out), FLOAT32, stream),
+                     "emb_bags")
 
         ref = eager()
         mag = float(ref.abs().max())
@@ -283,7 +284,7 @@ def run_gather_case(case, libs, budget, stream, gen, results):
 
     def ours_bags(table, ttype):
         def call():
-            check_rc(lib.emb_bags(ptr(table), ttype, rows, dim, ptr(ids), None, n, None, None,
+            check_rc(lib.emb_bags(ptr(table), ttype, rows, dim, ptr(ids), None, n, n, None, None,
                                   ptr(out), FLOAT16, stream), "emb_bags")
         return call
 

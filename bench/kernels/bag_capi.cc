@@ -13,7 +13,8 @@ extern "C" {
 
 // Enqueues LaunchBags on `stream` (a cudaStream_t; null is the legacy default stream) on the
 // current device: bag b of `num_bags` is d_ids[d_offsets[b] .. d_offsets[b + 1]) (d_offsets has
-// num_bags + 1 entries), or, with d_offsets null, the one id d_ids[b] (a gather). d_weights: null
+// num_bags + 1 entries), or, with d_offsets null, the one id d_ids[b] (a gather); num_ids: the ids
+// of all the bags where known, else 0 (DeviceBags::num_ids). d_weights: null
 // or one float per id (a weighted sum); d_scales: null or one float per bag applied to its sum (a
 // mean: 1 / length, 0 for an empty bag). The answer, num_bags rows of dim elements of out_type,
 // goes to d_out. Types are embedding.v1.DataType values: 1 float32, 2 float16, 3 bfloat16 (tables
@@ -25,8 +26,9 @@ extern "C" {
 __attribute__((visibility("default"))) int emb_bags(const void* d_table, int table_type,
                                                     int64_t rows, int64_t dim, const int64_t* d_ids,
                                                     const int64_t* d_offsets, int64_t num_bags,
-                                                    const float* d_weights, const float* d_scales,
-                                                    void* d_out, int out_type, void* stream) {
+                                                    int64_t num_ids, const float* d_weights,
+                                                    const float* d_scales, void* d_out,
+                                                    int out_type, void* stream) {
   // NOLINTEND(bugprone-easily-swappable-parameters)
   emb::kernels::DeviceBags bags;
   bags.table = d_table;
@@ -36,6 +38,7 @@ __attribute__((visibility("default"))) int emb_bags(const void* d_table, int tab
   bags.ids = d_ids;
   bags.offsets = d_offsets;
   bags.num_bags = num_bags;
+  bags.num_ids = num_ids;
   bags.weights = d_weights;
   bags.scales = d_scales;
   bags.out = d_out;

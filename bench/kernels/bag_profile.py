@@ -34,7 +34,7 @@ def main():
     offsets = torch.arange(0, n + 1, per_bag, device="cuda", dtype=torch.int64)
     out = torch.empty(bags, dim, device="cuda", dtype=torch.float32)
     bb.check_rc(libs["bags"].emb_bags(bb.ptr(weight), bb.FLOAT32, rows, dim, bb.ptr(ids),
-                                      bb.ptr(offsets), bags, None, None, bb.ptr(out), bb.FLOAT32,
+                                      bb.ptr(offsets), bags, n, None, None, bb.ptr(out), bb.FLOAT32,
                                       stream), "emb_bags")
     if libs["cuembed"] is not None:
         bb.check_rc(libs["cuembed"].emb_cuembed_forward(bb.ptr(weight), dim, bb.ptr(ids),
@@ -47,7 +47,7 @@ def main():
     ids = torch.randint(0, rows, (n,), device="cuda", dtype=torch.int64, generator=gen)
     out16 = torch.empty(n, dim, device="cuda", dtype=torch.float16)
     bb.check_rc(libs["bags"].emb_bags(bb.ptr(q8), bb.INT8_ROWWISE, rows, dim, bb.ptr(ids), None,
-                                      n, None, None, bb.ptr(out16), bb.FLOAT16, stream),
+                                      n, n, None, None, bb.ptr(out16), bb.FLOAT16, stream),
                 "emb_bags")
     torch.cuda.synchronize()
 

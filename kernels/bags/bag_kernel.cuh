@@ -49,6 +49,25 @@ inline constexpr int kBagMinBlocks =
 #endif
 inline constexpr int kGatherMinBlocks = EMB_GATHER_MIN_BLOCKS;
 inline constexpr bool kStageIds = EMB_BAG_STAGE_IDS != 0;
+// Short bags (fewer than kShortBagIds ids on average; 0: none are) of one tile run their own
+// kernel: ids loaded one by one (no staging), kShortUnroll rows a step, bound to kShortMinBlocks
+// blocks an SM (as the others of their type unless set). Builds for benchmarks may set others
+// (-DEMB_BAG_SHORT_IDS=N, -DEMB_BAG_SHORT_UNROLL=N, -DEMB_BAG_SHORT_MIN_BLOCKS=N).
+#ifndef EMB_BAG_SHORT_IDS
+#define EMB_BAG_SHORT_IDS 16
+#endif
+#ifndef EMB_BAG_SHORT_UNROLL
+#define EMB_BAG_SHORT_UNROLL 8
+#endif
+inline constexpr int64_t kShortBagIds = EMB_BAG_SHORT_IDS;
+inline constexpr int kShortUnroll = EMB_BAG_SHORT_UNROLL;
+template <DataType kT>
+inline constexpr int kShortMinBlocks =
+#ifdef EMB_BAG_SHORT_MIN_BLOCKS
+    EMB_BAG_SHORT_MIN_BLOCKS;
+#else
+    kBagMinBlocks<kT, 1>;
+#endif
 
 // What the launcher chose for a launch.
 struct BagGrid {
@@ -287,7 +306,7 @@ __device__ __forceinline__ void CountMisses(unsigned long long* counters, unsign
 
 // One (bag, column tile) `item`, for lane `lane` of its group; returns the host rows it read (for
 // a table in two tiers, counted by the group's lane 0 in the first tile).
-template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
+template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll, bool kStage>
 __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid& g, int64_t item,
                                              int lane) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
@@ -360,7 +379,7 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
       }
     }
   };
-  if (kStageIds && g.group >= kUnroll) {
+  if (kStage && g.group >= kUnroll) {
     // The group's lanes load the bag's ids and weights `group` at a time, one each (one
     // coalesced load), and each row's id comes from its lane by a shuffle: no id load waits in
     // front of each run of row loads. All the group's lanes run the same trips, so the shuffles
@@ -508,15 +527,17 @@ __global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
   }
 }
 
-template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll>
-__global__ void __launch_bounds__(kBlockThreads, kBagMinBlocks<kT, kTileVectors>)
+// kStage: whether a group stages its bag's ids (kStageIds, for bags of kShortBagIds or more);
+// kMinBlocks: the bound on registers (kBagMinBlocks, or kShortMinBlocks for short bags).
+template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll, bool kStage, int kMinBlocks>
+__global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
     BagKernel(const DeviceBags p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
   const int lane = static_cast<int>(thread & (g.group - 1));
   unsigned misses = 0;
   if (item < p.num_bags * g.tiles) {
-    misses = PoolItem<kT, kVecBytes, kTileVectors, kUnroll>(p, g, item, lane);
+    misses = PoolItem<kT, kVecBytes, kTileVectors, kUnroll, kStage>(p, g, item, lane);
   }
   if (p.cached.misses != nullptr) {  // the same for every thread: all reach the barriers
     CountMisses(p.cached.misses, misses);

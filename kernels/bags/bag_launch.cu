@@ -64,7 +64,15 @@ cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
   }
   const int64_t threads = p.num_bags * g.tiles * g.group;
   const auto blocks = static_cast<unsigned>((threads + kBlockThreads - 1) / kBlockThreads);
-  BagKernel<kT, kVecBytes, kTileVectors, kRows><<<blocks, kBlockThreads, 0, stream>>>(p, g);
+  if constexpr (kTileVectors == 1) {
+    if (p.num_ids > 0 && p.num_ids < kShortBagIds * p.num_bags) {
+      BagKernel<kT, kVecBytes, 1, kShortUnroll, false, kShortMinBlocks<kT>>
+          <<<blocks, kBlockThreads, 0, stream>>>(p, g);
+      return cudaPeekAtLastError();
+    }
+  }
+  BagKernel<kT, kVecBytes, kTileVectors, kRows, kStageIds, kBagMinBlocks<kT, kTileVectors>>
+      <<<blocks, kBlockThreads, 0, stream>>>(p, g);
   return cudaPeekAtLastError();
 }
 

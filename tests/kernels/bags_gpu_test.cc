@@ -264,6 +264,7 @@ void RunOnGpu(const Problem& p, Launch how, size_t table_offset, size_t out_offs
         bags.ids = d_ids->data();
         bags.offsets = p.offsets.empty() ? nullptr : d_offsets->data();
         bags.num_bags = p.num_bags();
+        bags.num_ids = p.offsets.empty() ? 0 : p.offsets.back() - p.offsets.front();
         bags.weights = p.weights.empty() ? nullptr : d_weights->data();
         bags.scales = p.scales.empty() ? nullptr : d_scales->data();
         bags.out = out;

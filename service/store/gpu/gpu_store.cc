@@ -222,6 +222,7 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
   bags->ids = slot.d_ids.data();
   bags->offsets = reinterpret_cast<const int64_t*>(d);
   bags->num_bags = static_cast<int64_t>(b.count());
+  bags->num_ids = b.offsets.empty() ? 0 : b.offsets.back() - b.offsets.front();
   bags->weights = b.weights.empty() ? nullptr : reinterpret_cast<const float*>(d + weights_at);
   bags->scales = b.scales.empty() ? nullptr : reinterpret_cast<const float*>(d + scales_at);
   bags->out_type = batch.out_type;
