@@ -354,8 +354,9 @@ int Run(int argc, char** argv) {
       static_cast<double>(source->bytes()) / (1u << 30), static_cast<long long>(batch),
       static_cast<long long>(cache_rows), static_cast<long long>(cache_percent));
   std::printf(
-      "| ids | table | Mids/s | p50 us | p99 us | hit rate | ideal static cache | x no cache |\n");
-  std::printf("|---|---|---:|---:|---:|---:|---:|---:|\n");
+      "| ids | table | Mids/s | p50 us | p99 us | hit rate | ideal static cache | x no cache | "
+      "LookUp p50 us |\n");
+  std::printf("|---|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const double exponent : exponents) {
     const std::string ids = exponent == 0 ? "uniform" : absl::StrFormat("power law %.2f", exponent);
     IdStream stream(rows, exponent, 7, static_cast<int>(gather_threads));

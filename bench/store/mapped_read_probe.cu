@@ -9,6 +9,11 @@
 //
 //   mapped_read_probe [--gib=16] [--row_bytes=512] [--ids=65536] [--batches=20]
 //                     [--small_mib=256] [--file=/tmp/mapped_read_probe.bin]
+//   mapped_read_probe --touch_gib=N
+//
+// --touch_gib=N only fills N GiB of anonymous memory with every hardware thread, twice, prints
+// both times and exits: on a microVM whose memory grows as it is first touched, what a later
+// program's fresh memory then costs where the machine's memory has already grown.
 //
 // Cases: anonymous memory with transparent huge pages (HugePageRows, what the host tier uses);
 // anonymous memory with 4 KiB pages (MADV_NOHUGEPAGE); cudaHostAlloc's own pinned memory; and a
@@ -163,7 +168,24 @@ absl::Status Run(int argc, char** argv) {
   const int64_t batches = flags.Int("batches", 20, 1);
   const int64_t small_mib = flags.Int("small_mib", 256, 1);
   const std::string file = flags.Get("file", "/tmp/mapped_read_probe.bin");
+  const int64_t touch_gib = flags.Int("touch_gib", 0, 0);
   if (!flags.status().ok()) return flags.status();
+  if (touch_gib > 0) {
+    const size_t n = static_cast<size_t>(touch_gib) << 30;
+    void* p = mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return absl::ResourceExhaustedError("mmap");
+    const unsigned all = std::max(1u, std::thread::hardware_concurrency());
+    Clock::time_point t = Clock::now();
+    Fill(static_cast<uint8_t*>(p), n, all);
+    const double first = Seconds(t);
+    t = Clock::now();
+    Fill(static_cast<uint8_t*>(p), n, all);
+    std::printf("touched %lld GiB with %u threads: first fill %.2f s (%.1f GB/s), second %.2f s\n",
+                static_cast<long long>(touch_gib), all, first, static_cast<double>(n) / first / 1e9,
+                Seconds(t));
+    munmap(p, n);
+    return absl::OkStatus();
+  }
   if (row_bytes % 16 != 0 || row_bytes > 16 * 1024) {
     return absl::InvalidArgumentError("--row_bytes must be a multiple of 16, at most 16 KiB");
   }
