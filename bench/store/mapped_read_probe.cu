@@ -40,6 +40,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "bench/common/bench_flags.h"
+#include "kernels/cuda_status.h"
+#include "kernels/device_buffer.h"
+#include "service/common/status_macros.h"
+#include "service/tables/host_rows.h"
 
 namespace {
 
@@ -49,12 +53,7 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-absl::Status Check(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) {
-    return absl::OkStatus();
-  }
-  return absl::InternalError(absl::StrCat(what, ": ", cudaGetErrorString(e)));
-}
+using emb::kernels::CudaStatus;
 
 // Each group of `lanes` lanes loads kRows rows (16 bytes a lane of each) before it sums any, and
 // writes one sum per lane (so that no load is dropped).
@@ -117,36 +116,31 @@ absl::StatusOr<Reads> TimeReads(const uint8_t* device_base, size_t row_bytes, in
   for (int64_t& id : ids) {
     id = pick(rng);
   }
-  int64_t* d_ids = nullptr;
-  uint4* d_out = nullptr;
   const int64_t threads = (ids_per_batch + kRows - 1) / kRows * lanes;
-  absl::Status s = Check(cudaMalloc(&d_ids, ids.size() * sizeof(int64_t)), "cudaMalloc");
-  if (s.ok()) s.Update(Check(cudaMalloc(&d_out, threads * sizeof(uint4)), "cudaMalloc"));
-  if (s.ok()) {
-    s.Update(
-        Check(cudaMemcpy(d_ids, ids.data(), ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
-              "cudaMemcpy"));
-  }
+  ASSIGN_OR_RETURN(auto d_ids, emb::kernels::DeviceBuffer<int64_t>::Allocate(ids.size()));
+  ASSIGN_OR_RETURN(auto d_out,
+                   emb::kernels::DeviceBuffer<uint4>::Allocate(static_cast<size_t>(threads)));
+  absl::Status s = CudaStatus(
+      cudaMemcpy(d_ids.data(), ids.data(), ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+      "cudaMemcpy");
   std::vector<float> ms;
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   const auto blocks = static_cast<unsigned>((threads + 255) / 256);
   for (int b = -1; s.ok() && b < batches; ++b) {  // batch -1: a warm-up on batch 0's ids
-    const int64_t* batch_ids = d_ids + static_cast<int64_t>(std::max(b, 0)) * ids_per_batch;
+    const int64_t* batch_ids = d_ids.data() + static_cast<int64_t>(std::max(b, 0)) * ids_per_batch;
     cudaEventRecord(start);
     ReadRows<kRows>
-        <<<blocks, 256>>>(device_base, row_bytes, batch_ids, ids_per_batch, lanes, d_out);
+        <<<blocks, 256>>>(device_base, row_bytes, batch_ids, ids_per_batch, lanes, d_out.data());
     cudaEventRecord(stop);
-    s.Update(Check(cudaEventSynchronize(stop), "kernel"));
+    s.Update(CudaStatus(cudaEventSynchronize(stop), "kernel"));
     float t = 0;
     cudaEventElapsedTime(&t, start, stop);
     if (b >= 0) ms.push_back(t);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
-  cudaFree(d_ids);
-  cudaFree(d_out);
   if (!s.ok()) return s;
   std::sort(ms.begin(), ms.end());
   const double p50 = ms[ms.size() / 2] / 1e3;
@@ -196,55 +190,44 @@ absl::Status Run(int argc, char** argv) {
   const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
   std::mt19937_64 rng(42);
   std::vector<Row> table;
-  if (auto e = Check(cudaSetDevice(0), "cudaSetDevice"); !e.ok()) return e;
+  if (auto e = CudaStatus(cudaSetDevice(0), "cudaSetDevice"); !e.ok()) return e;
 
-  auto measure = [&](Row& r, const void* host) -> absl::Status {
-    void* device = nullptr;
-    if (auto e = Check(cudaHostGetDevicePointer(&device, const_cast<void*>(host), 0),
-                       "cudaHostGetDevicePointer");
-        !e.ok()) {
-      return e;
-    }
-    auto whole = TimeReads(static_cast<const uint8_t*>(device), row_bytes, rows, ids,
-                           static_cast<int>(batches), rng);
-    if (!whole.ok()) return whole.status();
-    auto small = TimeReads(static_cast<const uint8_t*>(device), row_bytes, small_rows, ids,
-                           static_cast<int>(batches), rng);
-    if (!small.ok()) return small.status();
-    r.whole = *whole;
-    r.small = *small;
+  // Times the reads over the whole span and over the small one, at `device` (as the GPU
+  // addresses the memory).
+  auto measure = [&](Row& r, const void* device) -> absl::Status {
+    ASSIGN_OR_RETURN(r.whole, TimeReads(static_cast<const uint8_t*>(device), row_bytes, rows, ids,
+                                        static_cast<int>(batches), rng));
+    ASSIGN_OR_RETURN(r.small, TimeReads(static_cast<const uint8_t*>(device), row_bytes, small_rows,
+                                        ids, static_cast<int>(batches), rng));
     return absl::OkStatus();
+  };
+  // measure() for host memory the GPU maps.
+  auto measure_mapped = [&](Row& r, void* host) -> absl::Status {
+    void* device = nullptr;
+    RETURN_IF_ERROR(
+        CudaStatus(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer"));
+    return measure(r, device);
   };
 
   // (a) GPU memory: the ceiling for the same reads.
   {
     Row r{"GPU memory (cudaMalloc)"};
-    void* d = nullptr;
-    if (auto e = Check(cudaMalloc(&d, bytes), "cudaMalloc"); !e.ok()) return e;
-    cudaMemset(d, 1, bytes);
-    auto whole = TimeReads(static_cast<const uint8_t*>(d), row_bytes, rows, ids,
-                           static_cast<int>(batches), rng);
-    auto small = TimeReads(static_cast<const uint8_t*>(d), row_bytes, small_rows, ids,
-                           static_cast<int>(batches), rng);
-    cudaFree(d);
-    if (!whole.ok()) return whole.status();
-    if (!small.ok()) return small.status();
-    r.whole = *whole;
-    r.small = *small;
+    ASSIGN_OR_RETURN(auto d, emb::kernels::DeviceBuffer<std::byte>::Allocate(bytes));
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(d.data(), 1, bytes), "cudaMemset"));
+    RETURN_IF_ERROR(measure(r, d.data()));
     table.push_back(r);
   }
 
-  // (b) Anonymous memory, huge pages and 4 KiB pages: filled, refilled, registered.
+  // (b) Anonymous memory as the host tier allocates it (HugePageRows), with huge pages and
+  // advised back to 4 KiB pages: filled, refilled, registered.
   for (const bool huge : {true, false}) {
     Row r{huge ? "anonymous, transparent huge pages (the host tier's)"
                : "anonymous, 4 KiB pages (MADV_NOHUGEPAGE)"};
-    constexpr size_t kHuge = size_t{2} << 20;
-    void* base =
-        mmap(nullptr, bytes + kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED) return absl::ResourceExhaustedError("mmap");
-    auto* p =
-        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) / kHuge * kHuge);
-    (void)madvise(p, bytes, huge ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+    ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
+    auto* p = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
+    if (!huge) {
+      (void)madvise(p, bytes, MADV_NOHUGEPAGE);
+    }
     Clock::time_point t = Clock::now();
     Fill(p, bytes, threads);
     r.fill_s = Seconds(t);
@@ -253,14 +236,13 @@ absl::Status Run(int argc, char** argv) {
     r.refill_s = Seconds(t);
     t = Clock::now();
     absl::Status s =
-        Check(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-              "cudaHostRegister");
+        CudaStatus(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                   "cudaHostRegister");
     r.register_s = Seconds(t);
     if (s.ok()) {
-      s.Update(measure(r, p));
+      s.Update(measure_mapped(r, p));
       cudaHostUnregister(p);
     }
-    munmap(base, bytes + kHuge);
     if (!s.ok()) r.note = s.ToString();
     table.push_back(r);
   }
@@ -268,17 +250,16 @@ absl::Status Run(int argc, char** argv) {
   // (c) cudaHostAlloc's pinned memory.
   {
     Row r{"cudaHostAlloc(Mapped)"};
-    void* p = nullptr;
     Clock::time_point t = Clock::now();
-    absl::Status s = Check(cudaHostAlloc(&p, bytes, cudaHostAllocMapped | cudaHostAllocPortable),
-                           "cudaHostAlloc");
+    auto pinned = emb::kernels::PinnedBuffer<std::byte>::Allocate(
+        bytes, cudaHostAllocMapped | cudaHostAllocPortable);
     r.register_s = Seconds(t);
+    absl::Status s = pinned.status();
     if (s.ok()) {
       t = Clock::now();
-      Fill(static_cast<uint8_t*>(p), bytes, threads);
+      Fill(reinterpret_cast<uint8_t*>(pinned->data()), bytes, threads);
       r.fill_s = Seconds(t);
-      s.Update(measure(r, p));
-      cudaFreeHost(p);
+      s.Update(measure_mapped(r, pinned->data()));
     }
     if (!s.ok()) r.note = s.ToString();
     table.push_back(r);
@@ -314,13 +295,13 @@ absl::Status Run(int argc, char** argv) {
     if (s.ok()) {
       (void)madvise(m, bytes, MADV_HUGEPAGE);
       Clock::time_point t = Clock::now();
-      s.Update(Check(cudaHostRegister(m, bytes,
-                                      cudaHostRegisterMapped | cudaHostRegisterPortable |
-                                          cudaHostRegisterReadOnly),
-                     "cudaHostRegister(ReadOnly)"));
+      s.Update(CudaStatus(cudaHostRegister(m, bytes,
+                                           cudaHostRegisterMapped | cudaHostRegisterPortable |
+                                               cudaHostRegisterReadOnly),
+                          "cudaHostRegister(ReadOnly)"));
       r.register_s = Seconds(t);
       if (s.ok()) {
-        s.Update(measure(r, m));
+        s.Update(measure_mapped(r, m));
         cudaHostUnregister(m);
       }
     }
