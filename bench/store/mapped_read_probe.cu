@@ -10,10 +10,16 @@
 //   mapped_read_probe [--gib=16] [--row_bytes=512] [--ids=65536] [--batches=20]
 //                     [--small_mib=256] [--file=/tmp/mapped_read_probe.bin]
 //   mapped_read_probe --touch_gib=N
+//   mapped_read_probe --ids_sweep=1000,7537,65536 [--gib=16]
 //
 // --touch_gib=N only fills N GiB of anonymous memory with every hardware thread, twice, prints
 // both times and exits: on a microVM whose memory grows as it is first touched, what a later
 // program's fresh memory then costs where the machine's memory has already grown.
+//
+// --ids_sweep=N,... only times batches of each of those many rows over the whole span of the
+// host tier's kind of memory, and prints a table: whether a few misses (a host tier's, with most
+// of a batch served by its cache) come faster a row than a batch of misses only, that is, whether
+// the rows' reads are bound by their latency or by a rate.
 //
 // Cases: anonymous memory with transparent huge pages (HugePageRows, what the host tier uses);
 // anonymous memory with 4 KiB pages (MADV_NOHUGEPAGE); cudaHostAlloc's own pinned memory; and a
@@ -38,7 +44,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "bench/common/bench_flags.h"
 #include "kernels/cuda_status.h"
 #include "kernels/device_buffer.h"
@@ -147,6 +155,44 @@ absl::StatusOr<Reads> TimeReads(const uint8_t* device_base, size_t row_bytes, in
   return Reads{static_cast<double>(ids_per_batch) * row_bytes / p50 / 1e9, p50 * 1e6};
 }
 
+// --ids_sweep: batches of each size in `sizes` (a comma-separated list) over `bytes` of huge-page
+// host memory, as the host tier allocates and maps it.
+absl::Status SweepIds(const std::string& sizes, size_t bytes, int64_t row_bytes, int batches,
+                      unsigned threads, std::mt19937_64& rng) {
+  std::vector<int64_t> counts;
+  for (absl::string_view n : absl::StrSplit(sizes, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(n, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--ids_sweep: not a count: ", n));
+    }
+    counts.push_back(v);
+  }
+  ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
+  auto* p = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
+  Fill(p, bytes, threads);
+  RETURN_IF_ERROR(CudaStatus(
+      cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+      "cudaHostRegister"));
+  void* device = nullptr;
+  absl::Status s =
+      CudaStatus(cudaHostGetDevicePointer(&device, p, 0), "cudaHostGetDevicePointer");
+  std::printf("Random rows of %lld bytes over %zu GiB of huge-page host memory (median of %d "
+              "batches)\n\n| rows a batch | us | Mrows/s | GB/s |\n| ---: | ---: | ---: | ---: |\n",
+              static_cast<long long>(row_bytes), bytes >> 30, batches);
+  for (const int64_t n : counts) {
+    if (!s.ok()) break;
+    absl::StatusOr<Reads> r = TimeReads(static_cast<const uint8_t*>(device), row_bytes,
+                                        static_cast<int64_t>(bytes / row_bytes), n, batches, rng);
+    s.Update(r.status());
+    if (r.ok()) {
+      std::printf("| %lld | %.1f | %.1f | %.1f |\n", static_cast<long long>(n), r->p50_us,
+                  static_cast<double>(n) / r->p50_us, r->gbps);
+    }
+  }
+  cudaHostUnregister(p);
+  return s;
+}
+
 struct Row {
   std::string memory;
   double fill_s = -1, refill_s = -1, register_s = -1;
@@ -163,6 +209,7 @@ absl::Status Run(int argc, char** argv) {
   const int64_t small_mib = flags.Int("small_mib", 256, 1);
   const std::string file = flags.Get("file", "/tmp/mapped_read_probe.bin");
   const int64_t touch_gib = flags.Int("touch_gib", 0, 0);
+  const std::string ids_sweep = flags.Get("ids_sweep", "");
   if (!flags.status().ok()) return flags.status();
   if (touch_gib > 0) {
     const size_t n = static_cast<size_t>(touch_gib) << 30;
@@ -191,6 +238,9 @@ absl::Status Run(int argc, char** argv) {
   std::mt19937_64 rng(42);
   std::vector<Row> table;
   if (auto e = CudaStatus(cudaSetDevice(0), "cudaSetDevice"); !e.ok()) return e;
+  if (!ids_sweep.empty()) {
+    return SweepIds(ids_sweep, bytes, row_bytes, static_cast<int>(batches), threads, rng);
+  }
 
   // Times the reads over the whole span and over the small one, at `device` (as the GPU
   // addresses the memory).

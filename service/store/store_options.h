@@ -51,6 +51,10 @@ struct StoreOptions {
   bool host_tier = true;
   // GPU, host tier: rows put into the cache at start-up, hottest first (as far as they fit).
   std::vector<int64_t> hot_ids;
+  // GPU, host tier: ids of each batch that the cache's manager counts, at most (evenly spaced);
+  // more learn the hot set sooner and better, at a cost to the manager's thread, which leaves out
+  // the batches that come while it is busy. Measured in docs/benchmarks.md section 14.
+  size_t cache_samples_per_batch = 16384;
   // Where the stores read the time (stage timings, the completion threads' polling); must
   // outlive them.
   Clock* clock = Clock::Real();

@@ -323,6 +323,9 @@ void ExpectGpuMatchesCpu(const Problem& p, Launch how, size_t table_offset = 0,
 
 // Bag lengths: empty (at either end and inside), one, odd, even, long.
 const std::vector<int64_t> kLengths = {0, 1, 3, 7, 300, 2, 1, 0, 5, 64, 33, 1, 127, 4, 9, 0};
+// Short bags (a mean under kShortBagIds, 16: the short bags' own kernels): lengths around and
+// past the 8 rows those load a step.
+const std::vector<int64_t> kShortLengths = {0, 1, 3, 7, 8, 9, 2, 15, 1, 0, 5, 16, 4, 11, 17, 0};
 
 // Bags of `lengths` over `rows` rows: ids 0 and rows - 1 first, then random ids with runs of
 // duplicates; a random nonzero weight per id and a mean's scale per bag (1 / length, 0 empty).
@@ -363,8 +366,9 @@ class BagsGpuTypesTest : public ::testing::TestWithParam<std::tuple<DataType, Da
   void SetUp() override { EMB_SKIP_WITHOUT_GPU(); }
 };
 
-// Sum, weighted sum and mean with offsets; the gather mode (no offsets), plain and with weights
-// and scales; and for quantized tables LaunchQuantizedGather and LaunchGather against CpuGather.
+// Sum, weighted sum and mean with offsets, of short bags and of long ones; the gather mode (no
+// offsets), plain and with weights and scales; and for quantized tables LaunchQuantizedGather and
+// LaunchGather against CpuGather.
 TEST_P(BagsGpuTypesTest, MatchesTheCpuBitForBit) {
   const auto [table_type, out_type, dim] = GetParam();
   const int64_t rows = 257;
@@ -372,21 +376,27 @@ TEST_P(BagsGpuTypesTest, MatchesTheCpuBitForBit) {
                                           static_cast<int>(out_type));
   const std::vector<std::byte> table = RandomTable(table_type, rows, dim, seed);
   const RandomBags bags = MakeBags(kLengths, rows, seed);
+  const RandomBags short_bags = MakeBags(kShortLengths, rows, seed + 1);
 
   Problem p;
   p.table = &table;
   p.table_type = table_type;
   p.rows = rows;
   p.dim = dim;
-  p.ids = bags.ids;
-  p.offsets = bags.offsets;
   p.out_type = out_type;
-  ExpectGpuMatchesCpu(p, Launch::kBags);  // sum
-  p.weights = bags.weights;
-  ExpectGpuMatchesCpu(p, Launch::kBags);  // weighted sum
-  p.weights.clear();
-  p.scales = bags.means;
-  ExpectGpuMatchesCpu(p, Launch::kBags);  // mean
+  for (const RandomBags* b : {&short_bags, &bags}) {
+    SCOPED_TRACE(b == &bags ? "long bags" : "short bags");
+    p.ids = b->ids;
+    p.offsets = b->offsets;
+    p.weights.clear();
+    p.scales.clear();
+    ExpectGpuMatchesCpu(p, Launch::kBags);  // sum
+    p.weights = b->weights;
+    ExpectGpuMatchesCpu(p, Launch::kBags);  // weighted sum
+    p.weights.clear();
+    p.scales = b->means;
+    ExpectGpuMatchesCpu(p, Launch::kBags);  // mean
+  }
 
   // Gathers: the first 200 ids, no offsets.
   p.ids.resize(200);

@@ -105,6 +105,7 @@ absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, si
   tier.cache_rows = std::min<int64_t>(
       source.rows(), static_cast<int64_t>((usable - buffers - slot_map) / source.row_bytes()));
   tier.hot_ids = options_.hot_ids;
+  tier.samples_per_batch = options_.cache_samples_per_batch;
   LogInfo("table '", source.name(), "' does not fit on ", check_.device_name(), " (", why,
           "): serving it from pinned host memory with a GPU cache of ", tier.cache_rows, " rows (",
           HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()),

@@ -182,7 +182,8 @@ uint64_t HostTier::BeginBatch(absl::Span<const int64_t> ids) {
     // Every stride-th id from a first one that moves from batch to batch by a hash of the ticket
     // (by the ticket itself, batches that repeat with the stride's period, as a replayed log can,
     // would have the same ids sampled every time).
-    const size_t stride = std::max<size_t>(1, ids.size() / options_.samples_per_batch);
+    const size_t stride =
+        std::max<size_t>(1, ids.size() / std::max<size_t>(1, options_.samples_per_batch));
     const size_t first = static_cast<size_t>((ticket * 0x9e3779b97f4a7c15ull) >> 40) % stride;
     for (size_t i = first; i < ids.size(); i += stride) {
       intake_.push_back(ids[i]);

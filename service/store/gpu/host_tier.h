@@ -74,7 +74,7 @@ class HostTier {
     // Rows the GPU cache holds; 0: none (every row read from host memory).
     int64_t cache_rows = 0;
     // Ids of a batch handed to the manager, at most (evenly spaced over the batch).
-    size_t samples_per_batch = 4096;
+    size_t samples_per_batch = 16384;
     // Rows the manager moves into the cache in one step, at most.
     size_t max_changes = 16384;
     // Rows put into the cache at start-up, hottest first (as far as they fit).

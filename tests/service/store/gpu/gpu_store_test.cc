@@ -699,10 +699,11 @@ TEST_F(GpuStoreTest, TableOverItsBudgetGoesToAHostTierWithTheCacheThatFits) {
 // Every table type (float ones, and int8 and int4 quantized at load) and answer type, rows of
 // 3 to 300 elements, a cache of a tenth of the rows, half of it warmed with hot rows: every
 // batch agrees with the CPU store byte for byte, from the first (hits from the warm rows, misses
-// from host memory) to the last (the manager has moved rows in).
+// from host memory) to the last (the manager has moved rows in). Batches of 4,096 ids and of
+// 20,000 (over the 16,384 ids the cache's manager counts of a batch).
 TEST_F(GpuStoreTest, HostTierMatchesTheCpuStoreForEveryTypePair) {
   StoreOptions options;
-  options.max_batch_ids = 4096;
+  options.max_batch_ids = 20000;
   options.inflight_batches = 2;
   constexpr int64_t kRows = 3000;
   constexpr int64_t kCache = 300;
@@ -726,8 +727,10 @@ TEST_F(GpuStoreTest, HostTierMatchesTheCpuStoreForEveryTypePair) {
       auto cpu = CpuStore::Create(*source, options);
       ASSERT_THAT(cpu.status(), IsOk());
       constexpr int kBatches = 12;
+      int64_t looked_up = 0;
       for (int b = 0; b < kBatches; ++b) {
-        const std::vector<int64_t> ids = SkewedIds(4096, kRows, 0, 100 + b);
+        const std::vector<int64_t> ids = SkewedIds(b % 2 == 0 ? 4096 : 20000, kRows, 0, 100 + b);
+        looked_up += static_cast<int64_t>(ids.size());
         const DataType out = static_cast<DataType>(1 + b % 3);
         auto got = Gather(**gpu, ids, out);
         auto want = Gather(**cpu, ids, out);
@@ -737,11 +740,35 @@ TEST_F(GpuStoreTest, HostTierMatchesTheCpuStoreForEveryTypePair) {
                                    << DataTypeName(out) << " dim " << dim << ", batch " << b;
       }
       const CacheStats stats = *(*gpu)->cache_stats();
-      EXPECT_EQ(stats.lookups, kBatches * 4096);
+      EXPECT_EQ(stats.lookups, looked_up);
       EXPECT_GT(stats.misses, 0);
       EXPECT_LT(stats.misses, stats.lookups) << "the warm rows were never hit";
       EXPECT_GE(stats.cached_rows, kCache / 2);
     }
+  }
+}
+
+// A host tier without a cache (a budget with no room for one) reads every row from host memory,
+// in batches small and large.
+TEST_F(GpuStoreTest, HostTierWithoutACacheMatchesTheCpuStore) {
+  StoreOptions options;
+  options.max_batch_ids = 20000;
+  options.inflight_batches = 2;
+  auto source = RandomTable(DataType::kFloat32, 3000, 64);
+  options.gpu_budget_bytes = HostTierBudget(*source, options, 0);
+  auto gpu = GpuStore::Create(*source, 0, options);
+  ASSERT_THAT(gpu.status(), IsOk());
+  ASSERT_TRUE((*gpu)->info().host_tier);
+  EXPECT_EQ((*gpu)->info().cache_rows, 0);
+  auto cpu = CpuStore::Create(*source, options);
+  ASSERT_THAT(cpu.status(), IsOk());
+  for (const size_t n : {size_t{100}, size_t{20000}}) {
+    const std::vector<int64_t> ids = SkewedIds(n, 3000, 0, n);
+    auto got = Gather(**gpu, ids, DataType::kBFloat16);
+    auto want = Gather(**cpu, ids, DataType::kBFloat16);
+    ASSERT_THAT(got.status(), IsOk());
+    ASSERT_THAT(want.status(), IsOk());
+    EXPECT_TRUE(*got == *want) << n << " ids";
   }
 }
 
