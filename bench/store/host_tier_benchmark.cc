@@ -41,6 +41,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "bench/common/bench_flags.h"
+#include "bench/common/seconds_since.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/device_buffer.h"
 #include "service/common/status_macros.h"
@@ -53,11 +54,8 @@
 namespace emb::service {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+using bench::Clock;
+using bench::SecondsSince;
 
 // Batches of ids over `rows` rows: a power law of `exponent` (uniform for 0), drawn by inverting
 // the continuous law (a bounded Pareto: x = ((rows + 1)^(1-e) - 1) u + 1)^(1/(1-e)), rank
@@ -189,10 +187,10 @@ absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t b
   std::optional<CacheStats> last = store.cache_stats();
   double next_second = 1;
   std::string warming;
-  for (size_t i = 0; Seconds(warm) < warmup_seconds; ++i) {
+  for (size_t i = 0; SecondsSince(warm) < warmup_seconds; ++i) {
     RETURN_IF_ERROR(
         LookUpOnce(store, pool.empty() ? stream.Draw(batch) : pool[i % pool.size()], out).status());
-    if (last.has_value() && last->capacity_rows > 0 && Seconds(warm) >= next_second) {
+    if (last.has_value() && last->capacity_rows > 0 && SecondsSince(warm) >= next_second) {
       const CacheStats now = *store.cache_stats();
       absl::StrAppendFormat(&warming, " %.3f",
                             1.0 - static_cast<double>(now.misses - last->misses) /
@@ -217,7 +215,7 @@ absl::StatusOr<Timing> Measure(EmbeddingStore& store, IdStream& stream, size_t b
   for (int i = 0; i < batches; ++i) {
     const Clock::time_point t = Clock::now();
     ASSIGN_OR_RETURN(const double gather, LookUpOnce(store, measured[static_cast<size_t>(i)], out));
-    wall_us.push_back(Seconds(t) * 1e6);
+    wall_us.push_back(SecondsSince(t) * 1e6);
     us.push_back(gather * 1e6);
     if (i == 0) {
       RETURN_IF_ERROR(Check(measured[0], out.host.data(), host_rows, row_bytes, what));
@@ -271,7 +269,7 @@ absl::StatusOr<Timing> MeasureHostGather(const std::byte* rows, int64_t dim, IdS
         cudaSuccess) {
       return absl::InternalError("cudaMemcpy of the gathered rows");
     }
-    us.push_back(Seconds(t) * 1e6);
+    us.push_back(SecondsSince(t) * 1e6);
   }
   (void)start;
   Timing timing;
@@ -338,7 +336,7 @@ int Run(int argc, char** argv) {
     if (!store.ok()) {
       return fail(store.status());
     }
-    std::fprintf(stderr, "%s: loaded in %.1f s\n", name.c_str(), Seconds(t));
+    std::fprintf(stderr, "%s: loaded in %.1f s\n", name.c_str(), SecondsSince(t));
     cases.push_back(Case{name, std::move(*store)});
   }
   auto host_rows = source->ReadAll();

@@ -44,6 +44,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "bench/common/bench_flags.h"
+#include "bench/common/seconds_since.h"
 #include "kernels/cuda_status.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
@@ -57,11 +58,8 @@
 namespace emb::service {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+using bench::Clock;
+using bench::SecondsSince;
 
 double GBps(double bytes, double seconds) { return seconds > 0 ? bytes / seconds / 1e9 : 0; }
 
@@ -224,7 +222,7 @@ absl::StatusOr<std::pair<LoadStats, double>> LoadOnce(const TableSource& source,
   options.load_chunk_bytes = chunk_bytes;
   const Clock::time_point start = Clock::now();
   absl::StatusOr<std::unique_ptr<GpuStore>> store = GpuStore::Create(source, 0, options);
-  const double create_seconds = Seconds(start);
+  const double create_seconds = SecondsSince(start);
   if (!store.ok()) {
     return store.status();
   }
@@ -312,7 +310,7 @@ absl::Status Run(int argc, char** argv) {
                  static_cast<long long>(want_rows), static_cast<long long>(dim));
     const Clock::time_point start = Clock::now();
     RETURN_IF_ERROR(WriteNpy(path, want_rows, dim));
-    std::fprintf(stderr, "written in %.1f s\n", Seconds(start));
+    std::fprintf(stderr, "written in %.1f s\n", SecondsSince(start));
     source = TableSource::Open(TableSpec{"bench", path, "", {}});
   }
   if (!source.ok()) {
@@ -355,7 +353,7 @@ absl::Status Run(int argc, char** argv) {
     rows.push_back(Row{absl::StrFormat("cudaHostAlloc of the default staging (%d x %.3g MiB)",
                                        plan.readers * kStagingBuffersPerReader,
                                        static_cast<double>(plan.chunk_bytes) / (1 << 20)),
-                       1, plan.staging_bytes(), Seconds(start), 0, 0, 0});
+                       1, plan.staging_bytes(), SecondsSince(start), 0, 0, 0});
   }
 
   // (c) Warm page cache: one unrecorded load reads the file, then the turns.

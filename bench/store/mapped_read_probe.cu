@@ -48,6 +48,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/common/bench_flags.h"
+#include "bench/common/seconds_since.h"
 #include "kernels/cuda_status.h"
 #include "kernels/device_buffer.h"
 #include "service/common/status_macros.h"
@@ -55,11 +56,8 @@
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-double Seconds(Clock::time_point since) {
-  return std::chrono::duration<double>(Clock::now() - since).count();
-}
+using emb::bench::Clock;
+using emb::bench::SecondsSince;
 
 using emb::kernels::CudaStatus;
 
@@ -218,12 +216,12 @@ absl::Status Run(int argc, char** argv) {
     const unsigned all = std::max(1u, std::thread::hardware_concurrency());
     Clock::time_point t = Clock::now();
     Fill(static_cast<uint8_t*>(p), n, all);
-    const double first = Seconds(t);
+    const double first = SecondsSince(t);
     t = Clock::now();
     Fill(static_cast<uint8_t*>(p), n, all);
     std::printf("touched %lld GiB with %u threads: first fill %.2f s (%.1f GB/s), second %.2f s\n",
                 static_cast<long long>(touch_gib), all, first, static_cast<double>(n) / first / 1e9,
-                Seconds(t));
+                SecondsSince(t));
     munmap(p, n);
     return absl::OkStatus();
   }
@@ -280,15 +278,15 @@ absl::Status Run(int argc, char** argv) {
     }
     Clock::time_point t = Clock::now();
     Fill(p, bytes, threads);
-    r.fill_s = Seconds(t);
+    r.fill_s = SecondsSince(t);
     t = Clock::now();
     Fill(p, bytes, threads);
-    r.refill_s = Seconds(t);
+    r.refill_s = SecondsSince(t);
     t = Clock::now();
     absl::Status s =
         CudaStatus(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
                    "cudaHostRegister");
-    r.register_s = Seconds(t);
+    r.register_s = SecondsSince(t);
     if (s.ok()) {
       s.Update(measure_mapped(r, p));
       cudaHostUnregister(p);
@@ -303,12 +301,12 @@ absl::Status Run(int argc, char** argv) {
     Clock::time_point t = Clock::now();
     auto pinned = emb::kernels::PinnedBuffer<std::byte>::Allocate(
         bytes, cudaHostAllocMapped | cudaHostAllocPortable);
-    r.register_s = Seconds(t);
+    r.register_s = SecondsSince(t);
     absl::Status s = pinned.status();
     if (s.ok()) {
       t = Clock::now();
       Fill(reinterpret_cast<uint8_t*>(pinned->data()), bytes, threads);
-      r.fill_s = Seconds(t);
+      r.fill_s = SecondsSince(t);
       s.Update(measure_mapped(r, pinned->data()));
     }
     if (!s.ok()) r.note = s.ToString();
@@ -333,7 +331,7 @@ absl::Status Run(int argc, char** argv) {
       } else {
         Clock::time_point t = Clock::now();
         Fill(static_cast<uint8_t*>(w), bytes, threads);
-        r.fill_s = Seconds(t);
+        r.fill_s = SecondsSince(t);
         munmap(w, bytes);
       }
     }
@@ -349,7 +347,7 @@ absl::Status Run(int argc, char** argv) {
                                            cudaHostRegisterMapped | cudaHostRegisterPortable |
                                                cudaHostRegisterReadOnly),
                           "cudaHostRegister(ReadOnly)"));
-      r.register_s = Seconds(t);
+      r.register_s = SecondsSince(t);
       if (s.ok()) {
         s.Update(measure_mapped(r, m));
         cudaHostUnregister(m);
