@@ -359,8 +359,8 @@ int Run(int argc, char** argv) {
       static_cast<double>(source->bytes()) / (1u << 30), static_cast<long long>(batch),
       pool_batches == 0 ? "fresh batches"
                         : absl::StrCat("a pool of ", pool_batches, " batches").c_str(),
-      static_cast<long long>(samples_per_batch),
-      static_cast<long long>(cache_rows), static_cast<long long>(cache_percent));
+      static_cast<long long>(samples_per_batch), static_cast<long long>(cache_rows),
+      static_cast<long long>(cache_percent));
   std::printf(
       "| ids | table | Mids/s | p50 us | p99 us | hit rate | ideal static cache | x no cache | "
       "LookUp p50 us |\n");

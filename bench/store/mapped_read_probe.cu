@@ -43,8 +43,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "bench/common/bench_flags.h"
@@ -168,15 +168,15 @@ absl::Status SweepIds(const std::string& sizes, size_t bytes, int64_t row_bytes,
   ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
   auto* p = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
   Fill(p, bytes, threads);
-  RETURN_IF_ERROR(CudaStatus(
-      cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-      "cudaHostRegister"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                 "cudaHostRegister"));
   void* device = nullptr;
-  absl::Status s =
-      CudaStatus(cudaHostGetDevicePointer(&device, p, 0), "cudaHostGetDevicePointer");
-  std::printf("Random rows of %lld bytes over %zu GiB of huge-page host memory (median of %d "
-              "batches)\n\n| rows a batch | us | Mrows/s | GB/s |\n| ---: | ---: | ---: | ---: |\n",
-              static_cast<long long>(row_bytes), bytes >> 30, batches);
+  absl::Status s = CudaStatus(cudaHostGetDevicePointer(&device, p, 0), "cudaHostGetDevicePointer");
+  std::printf(
+      "Random rows of %lld bytes over %zu GiB of huge-page host memory (median of %d "
+      "batches)\n\n| rows a batch | us | Mrows/s | GB/s |\n| ---: | ---: | ---: | ---: |\n",
+      static_cast<long long>(row_bytes), bytes >> 30, batches);
   for (const int64_t n : counts) {
     if (!s.ok()) break;
     absl::StatusOr<Reads> r = TimeReads(static_cast<const uint8_t*>(device), row_bytes,
