@@ -11,6 +11,7 @@
 //                     [--small_mib=256] [--file=/tmp/mapped_read_probe.bin]
 //   mapped_read_probe --touch_gib=N
 //   mapped_read_probe --ids_sweep=1000,7537,65536 [--gib=16]
+//   mapped_read_probe --host_gather=6800,65536 [--gather_threads=1,4,8] [--gib=16]
 //
 // --touch_gib=N only fills N GiB of anonymous memory with every hardware thread, twice, prints
 // both times and exits: on a microVM whose memory grows as it is first touched, what a later
@@ -20,6 +21,13 @@
 // host tier's kind of memory, and prints a table: whether a few misses (a host tier's, with most
 // of a batch served by its cache) come faster a row than a batch of misses only, that is, whether
 // the rows' reads are bound by their latency or by a rate.
+//
+// --host_gather=N,... times the other way to serve N misses: host threads copy the random rows
+// into pinned staging memory (each thread its share of the rows, then its own cudaMemcpyAsync of
+// that share), beside a kernel reading a share of them through the mapping at the same time; for
+// each count of --gather_threads and each share the host takes (0, 1/4, 1/2, 3/4, all), the
+// median batch time. Whether copies of contiguous staging memory, which the IOMMU translates a
+// page at a time, beat a kernel's random mapped reads, which it translates a row at a time.
 //
 // Cases: anonymous memory with transparent huge pages (HugePageRows, what the host tier uses);
 // anonymous memory with 4 KiB pages (MADV_NOHUGEPAGE); cudaHostAlloc's own pinned memory; and a
@@ -36,9 +44,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <string>
 #include <thread>
+#include <atomic>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -191,6 +201,166 @@ absl::Status SweepIds(const std::string& sizes, size_t bytes, int64_t row_bytes,
   return s;
 }
 
+// Runs a function on `n` threads at once (the caller is thread 0) and returns when all are done.
+// The workers spin between runs: the probe times the copies, not a pool's wake-up.
+class SpinPool {
+ public:
+  explicit SpinPool(int n) : n_(n) {
+    for (int t = 1; t < n; ++t) workers_.emplace_back([this, t] { Loop(t); });
+  }
+  ~SpinPool() {
+    stop_.store(true);
+    generation_.fetch_add(1, std::memory_order_release);
+    for (std::thread& w : workers_) w.join();
+  }
+  void Run(const std::function<void(int)>& fn) {
+    fn_ = &fn;
+    done_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_release);
+    fn(0);
+    while (done_.load(std::memory_order_acquire) < n_ - 1) {
+    }
+  }
+
+ private:
+  void Loop(int t) {
+    uint64_t seen = 0;
+    for (;;) {
+      uint64_t g;
+      while ((g = generation_.load(std::memory_order_acquire)) == seen) {
+      }
+      seen = g;
+      if (stop_.load()) return;
+      (*fn_)(t);
+      done_.fetch_add(1, std::memory_order_release);
+    }
+  }
+  const int n_;
+  std::vector<std::thread> workers_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> done_{0};
+  std::atomic<bool> stop_{false};
+  const std::function<void(int)>* fn_ = nullptr;
+};
+
+// --host_gather: batches of each size in `sizes`, a share of each batch's rows read by the kernel
+// through the mapping while host threads copy the rest into pinned staging memory and on to the
+// GPU. Prints the median batch time (wall clock, launch to both done) for each thread count and
+// share.
+absl::Status SweepHostGather(const std::string& sizes, const std::string& thread_counts,
+                             size_t bytes, int64_t row_bytes, int batches, unsigned fill_threads,
+                             std::mt19937_64& rng) {
+  auto parse = [](const std::string& list, const char* flag) -> absl::StatusOr<std::vector<int>> {
+    std::vector<int> out;
+    for (absl::string_view n : absl::StrSplit(list, ',')) {
+      int v = 0;
+      if (!absl::SimpleAtoi(n, &v) || v < 1) {
+        return absl::InvalidArgumentError(absl::StrCat(flag, ": not a count: ", n));
+      }
+      out.push_back(v);
+    }
+    return out;
+  };
+  ASSIGN_OR_RETURN(const std::vector<int> counts, parse(sizes, "--host_gather"));
+  ASSIGN_OR_RETURN(const std::vector<int> threads_list, parse(thread_counts, "--gather_threads"));
+  const int max_n = *std::max_element(counts.begin(), counts.end());
+  const int max_threads = *std::max_element(threads_list.begin(), threads_list.end());
+  ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
+  auto* host = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
+  Fill(host, bytes, fill_threads);
+  RETURN_IF_ERROR(
+      CudaStatus(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                 "cudaHostRegister"));
+  struct Unregister {
+    void* p;
+    ~Unregister() { cudaHostUnregister(p); }
+  } unregister{host};
+  void* mapped = nullptr;
+  RETURN_IF_ERROR(
+      CudaStatus(cudaHostGetDevicePointer(&mapped, host, 0), "cudaHostGetDevicePointer"));
+  const size_t staging_bytes = static_cast<size_t>(max_n) * row_bytes;
+  ASSIGN_OR_RETURN(auto staging, emb::kernels::PinnedBuffer<uint8_t>::Allocate(staging_bytes));
+  ASSIGN_OR_RETURN(auto d_staging, emb::kernels::DeviceBuffer<uint8_t>::Allocate(staging_bytes));
+  constexpr int kRows = 8;
+  const int lanes = static_cast<int>(row_bytes / 16);
+  ASSIGN_OR_RETURN(auto d_ids, emb::kernels::DeviceBuffer<int64_t>::Allocate(
+                                   static_cast<size_t>(max_n) * batches));
+  ASSIGN_OR_RETURN(auto d_out, emb::kernels::DeviceBuffer<uint4>::Allocate(
+                                   static_cast<size_t>(max_n + kRows) * lanes));
+  std::vector<cudaStream_t> streams(max_threads + 1);
+  for (cudaStream_t& st : streams) {
+    RETURN_IF_ERROR(
+        CudaStatus(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate"));
+  }
+  struct Destroy {
+    std::vector<cudaStream_t>& s;
+    ~Destroy() {
+      for (cudaStream_t st : s) cudaStreamDestroy(st);
+    }
+  } destroy{streams};
+  const int64_t span_rows = static_cast<int64_t>(bytes / row_bytes);
+  std::uniform_int_distribution<int64_t> pick(0, span_rows - 1);
+  std::printf(
+      "A batch's random rows of %lld bytes over %zu GiB of huge-page host memory: a share read "
+      "by the kernel through the mapping while host threads copy the rest into pinned staging "
+      "memory and on to the GPU (median of %d batches, us)\n\n| rows | host threads | kernel only "
+      "| host 1/4 | host 1/2 | host 3/4 | host all |\n| ---: | ---: | ---: | ---: | ---: | ---: | "
+      "---: |\n",
+      static_cast<long long>(row_bytes), bytes >> 30, batches);
+  for (const int n : counts) {
+    std::vector<int64_t> ids(static_cast<size_t>(n) * batches);
+    for (int64_t& id : ids) id = pick(rng);
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpy(d_ids.data(), ids.data(), ids.size() * sizeof(int64_t),
+                                          cudaMemcpyHostToDevice),
+                               "cudaMemcpy"));
+    for (const int threads : threads_list) {
+      SpinPool pool(threads);
+      std::string line = absl::StrFormat("| %d | %d |", n, threads);
+      for (const int quarters : {0, 1, 2, 3, 4}) {
+        const int host_rows = n * quarters / 4;
+        const int kernel_rows = n - host_rows;
+        std::vector<double> us;
+        for (int b = -1; b < batches; ++b) {  // batch -1: a warm-up on batch 0's ids
+          const int64_t* batch = ids.data() + static_cast<int64_t>(std::max(b, 0)) * n;
+          const Clock::time_point t0 = Clock::now();
+          if (kernel_rows > 0) {
+            const int64_t kthreads = (kernel_rows + kRows - 1) / kRows * lanes;
+            ReadRows<kRows><<<static_cast<unsigned>((kthreads + 255) / 256), 256, 0, streams[0]>>>(
+                static_cast<const uint8_t*>(mapped), row_bytes,
+                d_ids.data() + static_cast<int64_t>(std::max(b, 0)) * n + host_rows, kernel_rows,
+                lanes, d_out.data());
+          }
+          if (host_rows > 0) {
+            pool.Run([&](int t) {
+              const int begin = static_cast<int>(static_cast<int64_t>(host_rows) * t / threads);
+              const int end = static_cast<int>(static_cast<int64_t>(host_rows) * (t + 1) / threads);
+              for (int i = begin; i < end; ++i) {
+                if (i + 8 < end) __builtin_prefetch(host + batch[i + 8] * row_bytes);
+                std::memcpy(staging.data() + static_cast<size_t>(i) * row_bytes,
+                            host + batch[i] * row_bytes, row_bytes);
+              }
+              if (end > begin) {
+                const size_t off = static_cast<size_t>(begin) * row_bytes;
+                cudaMemcpyAsync(d_staging.data() + off, staging.data() + off,
+                                static_cast<size_t>(end - begin) * row_bytes,
+                                cudaMemcpyHostToDevice, streams[t + 1]);
+                cudaStreamSynchronize(streams[t + 1]);
+              }
+            });
+          }
+          RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(streams[0]), "kernel"));
+          if (b >= 0) us.push_back(SecondsSince(t0) * 1e6);
+        }
+        std::sort(us.begin(), us.end());
+        absl::StrAppendFormat(&line, " %.1f |", us[us.size() / 2]);
+      }
+      std::printf("%s\n", line.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return CudaStatus(cudaGetLastError(), "probe");
+}
+
 struct Row {
   std::string memory;
   double fill_s = -1, refill_s = -1, register_s = -1;
@@ -208,6 +378,8 @@ absl::Status Run(int argc, char** argv) {
   const std::string file = flags.Get("file", "/tmp/mapped_read_probe.bin");
   const int64_t touch_gib = flags.Int("touch_gib", 0, 0);
   const std::string ids_sweep = flags.Get("ids_sweep", "");
+  const std::string host_gather = flags.Get("host_gather", "");
+  const std::string gather_threads = flags.Get("gather_threads", "1,2,4,8,12");
   if (!flags.status().ok()) return flags.status();
   if (touch_gib > 0) {
     const size_t n = static_cast<size_t>(touch_gib) << 30;
@@ -238,6 +410,10 @@ absl::Status Run(int argc, char** argv) {
   if (auto e = CudaStatus(cudaSetDevice(0), "cudaSetDevice"); !e.ok()) return e;
   if (!ids_sweep.empty()) {
     return SweepIds(ids_sweep, bytes, row_bytes, static_cast<int>(batches), threads, rng);
+  }
+  if (!host_gather.empty()) {
+    return SweepHostGather(host_gather, gather_threads, bytes, row_bytes,
+                           static_cast<int>(batches), threads, rng);
   }
 
   // Times the reads over the whole span and over the small one, at `device` (as the GPU
