@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
@@ -48,7 +49,6 @@
 #include <random>
 #include <string>
 #include <thread>
-#include <atomic>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -163,18 +163,24 @@ absl::StatusOr<Reads> TimeReads(const uint8_t* device_base, size_t row_bytes, in
   return Reads{static_cast<double>(ids_per_batch) * row_bytes / p50 / 1e9, p50 * 1e6};
 }
 
+// A comma-separated list of counts (each at least 1), as `flag` takes it.
+absl::StatusOr<std::vector<int64_t>> ParseCounts(const std::string& list, const char* flag) {
+  std::vector<int64_t> out;
+  for (absl::string_view n : absl::StrSplit(list, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(n, &v) || v < 1) {
+      return absl::InvalidArgumentError(absl::StrCat(flag, ": not a count: ", n));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
 // --ids_sweep: batches of each size in `sizes` (a comma-separated list) over `bytes` of huge-page
 // host memory, as the host tier allocates and maps it.
 absl::Status SweepIds(const std::string& sizes, size_t bytes, int64_t row_bytes, int batches,
                       unsigned threads, std::mt19937_64& rng) {
-  std::vector<int64_t> counts;
-  for (absl::string_view n : absl::StrSplit(sizes, ',')) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(n, &v) || v < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--ids_sweep: not a count: ", n));
-    }
-    counts.push_back(v);
-  }
+  ASSIGN_OR_RETURN(const std::vector<int64_t> counts, ParseCounts(sizes, "--ids_sweep"));
   ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
   auto* p = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
   Fill(p, bytes, threads);
@@ -250,21 +256,12 @@ class SpinPool {
 absl::Status SweepHostGather(const std::string& sizes, const std::string& thread_counts,
                              size_t bytes, int64_t row_bytes, int batches, unsigned fill_threads,
                              std::mt19937_64& rng) {
-  auto parse = [](const std::string& list, const char* flag) -> absl::StatusOr<std::vector<int>> {
-    std::vector<int> out;
-    for (absl::string_view n : absl::StrSplit(list, ',')) {
-      int v = 0;
-      if (!absl::SimpleAtoi(n, &v) || v < 1) {
-        return absl::InvalidArgumentError(absl::StrCat(flag, ": not a count: ", n));
-      }
-      out.push_back(v);
-    }
-    return out;
-  };
-  ASSIGN_OR_RETURN(const std::vector<int> counts, parse(sizes, "--host_gather"));
-  ASSIGN_OR_RETURN(const std::vector<int> threads_list, parse(thread_counts, "--gather_threads"));
-  const int max_n = *std::max_element(counts.begin(), counts.end());
-  const int max_threads = *std::max_element(threads_list.begin(), threads_list.end());
+  ASSIGN_OR_RETURN(const std::vector<int64_t> counts, ParseCounts(sizes, "--host_gather"));
+  ASSIGN_OR_RETURN(const std::vector<int64_t> threads_list,
+                   ParseCounts(thread_counts, "--gather_threads"));
+  const int64_t max_n = *std::max_element(counts.begin(), counts.end());
+  const int max_threads =
+      static_cast<int>(*std::max_element(threads_list.begin(), threads_list.end()));
   ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
   auto* host = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
   Fill(host, bytes, fill_threads);
@@ -307,13 +304,15 @@ absl::Status SweepHostGather(const std::string& sizes, const std::string& thread
       "| host 1/4 | host 1/2 | host 3/4 | host all |\n| ---: | ---: | ---: | ---: | ---: | ---: | "
       "---: |\n",
       static_cast<long long>(row_bytes), bytes >> 30, batches);
-  for (const int n : counts) {
+  for (const int64_t count : counts) {
+    const int n = static_cast<int>(count);
     std::vector<int64_t> ids(static_cast<size_t>(n) * batches);
     for (int64_t& id : ids) id = pick(rng);
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpy(d_ids.data(), ids.data(), ids.size() * sizeof(int64_t),
-                                          cudaMemcpyHostToDevice),
-                               "cudaMemcpy"));
-    for (const int threads : threads_list) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(d_ids.data(), ids.data(), ids.size() * sizeof(int64_t), cudaMemcpyHostToDevice),
+        "cudaMemcpy"));
+    for (const int64_t thread_count : threads_list) {
+      const int threads = static_cast<int>(thread_count);
       SpinPool pool(threads);
       std::string line = absl::StrFormat("| %d | %d |", n, threads);
       for (const int quarters : {0, 1, 2, 3, 4}) {
@@ -412,8 +411,8 @@ absl::Status Run(int argc, char** argv) {
     return SweepIds(ids_sweep, bytes, row_bytes, static_cast<int>(batches), threads, rng);
   }
   if (!host_gather.empty()) {
-    return SweepHostGather(host_gather, gather_threads, bytes, row_bytes,
-                           static_cast<int>(batches), threads, rng);
+    return SweepHostGather(host_gather, gather_threads, bytes, row_bytes, static_cast<int>(batches),
+                           threads, rng);
   }
 
   // Times the reads over the whole span and over the small one, at `device` (as the GPU
