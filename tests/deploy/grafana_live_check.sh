@@ -24,8 +24,9 @@ command -v prometheus >/dev/null || fail "Debian's prometheus is not installed (
 "$PY" -c 'import matplotlib, yaml' 2>/dev/null ||
   fail "python3-matplotlib or python3-yaml is not installed (scripts/install-deps)"
 
-# Two tables: demo, the default, from a plain file (version 0); items from a version directory
-# (items/1/items.npy), whose saves write items/2/, items/3/, ...
+# Three tables: demo, the default, from a plain file (version 0); items from a version directory
+# (items/1/items.npy), whose saves write items/2/, items/3/, ...; parts split by rows over two
+# parts on the CPU (the per-part panels).
 "$PY" - "$WORK" <<'PY'
 import os, sys
 import numpy as np
@@ -34,8 +35,10 @@ rng = np.random.default_rng(42)
 np.save(f"{work}/demo.npy", rng.uniform(-1, 1, (20000, 32)).astype(np.float32))
 os.makedirs(f"{work}/items/1")
 np.save(f"{work}/items/1/items.npy", rng.uniform(-1, 1, (1000, 32)).astype(np.float32))
+np.save(f"{work}/parts.npy", rng.uniform(-1, 1, (4000, 32)).astype(np.float32))
 PY
 start_server "$SERVER" --table=demo="$WORK/demo.npy" --table=items="$WORK/items" \
+  --table=parts="$WORK/parts.npy",devices=cpu+cpu,placement=rows \
   --drain_seconds=0 --admin_address=127.0.0.1:0 --admin_insecure
 ADMIN_PORT=$(sed -n 's/.*admin service (UpdateRows) on [^ ]*:\([0-9]*\),.*/\1/p' "$SERVER_LOG")
 [[ -n $ADMIN_PORT ]] || { cat "$SERVER_LOG"; fail "no admin port in the server's log"; }
@@ -63,6 +66,10 @@ load_seconds=${DASHBOARD_PNG:+${LOAD_SECONDS:-90}}
   --concurrency=4 --ids_per_request=64 --id_distribution=zipf >"$WORK/bench.log" 2>&1 &
 PIDS+=($!)
 bench_pid=$!
+"$CLIENT" --target=127.0.0.1:$GRPC_PORT --table=parts bench --duration=${load_seconds:-60}s \
+  --warmup=0 --concurrency=1 --ids_per_request=64 --id_distribution=zipf >"$WORK/bench_parts.log" 2>&1 &
+PIDS+=($!)
+bench_parts_pid=$!
 # Row updates for as long: 20000 rows/s in messages of 1000 rows, on streams of 5 s each, one
 # after another (a stream's code is counted when it ends). Each update_load starts from the
 # table's last applied sequence, which the previous one left. After each stream, admin calls on
@@ -96,7 +103,7 @@ done
 "$PY" "$ROOT/tests/deploy/dashboard_queries.py" "http://127.0.0.1:$PROM_PORT" \
   "$ROOT/deploy/k8s/prometheus-adapter/rules.yaml" \
   "$ROOT/deploy/prometheus/rules/embedding-server.rules.yml" 40 ||
-  { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log"; tail -5 "$WORK/update.log"
+  { tail -5 "$WORK/prometheus.log"; cat "$WORK/bench.log" "$WORK/bench_parts.log"; tail -5 "$WORK/update.log"
     tail -5 "$WORK/versions.log"; fail "see above"; }
 # What the server says of itself, as Prometheus scraped it (the alerts read these as they are):
 # serving, its device not lost, each table's queue limit the flag's default and its bytes its rows'.
@@ -108,10 +115,14 @@ import render_dashboard as rd
 want = {
     'embedding_health_status{job="embedding-server"}': {(): 1},
     'embedding_device_lost{job="embedding-server"}': {("cpu",): 0},
-    'embedding_queue_limit_ids{job="embedding-server"}': {("demo",): 1048576, ("items",): 1048576},
+    'embedding_queue_limit_ids{job="embedding-server"}': {("demo",): 1048576, ("items",): 1048576,
+                                                          ("parts",): 1048576},
     'embedding_table_bytes{job="embedding-server"}': {("demo",): 20000 * 32 * 4,
-                                                      ("items",): 1000 * 32 * 4},
-    'embedding_table_device_bytes{job="embedding-server"}': {("demo",): 0, ("items",): 0},
+                                                      ("items",): 1000 * 32 * 4,
+                                                      ("parts",): 4000 * 32 * 4},
+    'embedding_table_device_bytes{job="embedding-server"}': {("demo",): 0, ("items",): 0,
+                                                             ("parts",): 0},
+    'embedding_part_device_bytes{job="embedding-server"}': {("cpu", "parts"): 0},
 }
 failed = False
 for expr, values in want.items():
@@ -140,6 +151,7 @@ redraw="DASHBOARD_PNG=\$PWD/docs/dashboard.png LOAD_SECONDS=120 tests/deploy/gra
 
 if [[ -n ${DASHBOARD_PNG:-} ]]; then
   wait "$bench_pid" || fail "bench failed: $(cat "$WORK/bench.log")"
+  wait "$bench_parts_pid" || fail "bench of parts failed: $(cat "$WORK/bench_parts.log")"
   wait "$updates_pid" ||
     fail "update_load or a version call failed: $(tail -5 "$WORK/update.log" "$WORK/versions.log")"
   "$PY" "$ROOT/deploy/grafana/render_dashboard.py" "http://127.0.0.1:$PROM_PORT" "$DASHBOARD_PNG" \
