@@ -11,7 +11,6 @@
 //                    [--warmup_batches=10000] [--samples_per_batch=16384] [--pool_batches=0]
 //                    [--max_changes=16384] [--measured_batches=60]
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <random>
@@ -19,6 +18,7 @@
 #include <vector>
 
 #include "bench/common/bench_flags.h"
+#include "bench/common/power_law.h"
 #include "service/store/cache/row_cache_policy.h"
 
 namespace emb::service {
@@ -43,16 +43,12 @@ int Run(int argc, char** argv) {
   }
   const int64_t capacity = rows * cache_percent / 100;
 
-  // Ranks of a bounded power law (host_tier_benchmark's IdStream before it scatters them; the
-  // policy cannot tell a rank from a row): rank floor(x) - 1 for x = (a u + 1)^(1 / (1 - e)).
+  // Ranks of host_tier_benchmark's power law, before it scatters them (the policy cannot tell a
+  // rank from a row).
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> u(0.0, 1.0);
-  const double a = std::pow(static_cast<double>(rows + 1), 1.0 - exponent) - 1.0;
-  auto draw = [&] {
-    const auto rank =
-        static_cast<int64_t>(std::floor(std::pow(a * u(rng) + 1.0, 1.0 / (1.0 - exponent)))) - 1;
-    return std::clamp<int64_t>(rank, 0, rows - 1);
-  };
+  const bench::PowerLaw law(rows, exponent);
+  auto draw = [&] { return law.Rank(u(rng)); };
   std::vector<int64_t> pool(static_cast<size_t>(pool_batches * batch));
   for (int64_t& id : pool) {
     id = draw();

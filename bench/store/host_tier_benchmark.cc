@@ -21,7 +21,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -41,6 +40,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/notification.h"
 #include "bench/common/bench_flags.h"
+#include "bench/common/power_law.h"
 #include "bench/common/seconds_since.h"
 #include "kernels/cpu_gather.h"
 #include "kernels/device_buffer.h"
@@ -57,14 +57,12 @@ namespace {
 using bench::Clock;
 using bench::SecondsSince;
 
-// Batches of ids over `rows` rows: a power law of `exponent` (uniform for 0), drawn by inverting
-// the continuous law (a bounded Pareto: x = ((rows + 1)^(1-e) - 1) u + 1)^(1/(1-e)), rank
-// floor(x) - 1), so that a draw costs a pow and not a search of a table of every row; ranks are
+// Batches of ids over `rows` rows: ranks of a power law of `exponent` (uniform for 0; PowerLaw),
 // scattered over the rows by a multiplication modulo rows. Draws run on `threads` threads.
 class IdStream {
  public:
   IdStream(int64_t rows, double exponent, uint64_t seed, int threads)
-      : rows_(rows), exponent_(exponent), seed_(seed), threads_(threads) {
+      : rows_(rows), law_(rows, exponent), seed_(seed), threads_(threads) {
     multiplier_ = 2654435761u;  // prime
     while (rows_ % static_cast<int64_t>(multiplier_) == 0) {
       multiplier_ += 2;
@@ -82,7 +80,7 @@ class IdStream {
         std::uniform_real_distribution<double> u(0.0, 1.0);
         const size_t end = std::min(n, per * (t + 1));
         for (size_t i = per * t; i < end; ++i) {
-          ids[i] = Id(u(rng));
+          ids[i] = Scatter(law_.Rank(u(rng)));
         }
       });
     }
@@ -92,33 +90,16 @@ class IdStream {
     return ids;
   }
   // The ideal static cache's hit rate: the probability of the `rows` hottest ranks.
-  double TopShare(int64_t rows) const {
-    if (exponent_ == 0) {
-      return static_cast<double>(rows) / static_cast<double>(rows_);
-    }
-    const double a = 1.0 - exponent_;
-    return (std::pow(static_cast<double>(rows + 1), a) - 1.0) /
-           (std::pow(static_cast<double>(rows_ + 1), a) - 1.0);
-  }
+  double TopShare(int64_t rows) const { return law_.TopShare(rows); }
 
  private:
-  int64_t Id(double u) const {
-    int64_t rank;
-    if (exponent_ == 0) {
-      rank = static_cast<int64_t>(u * static_cast<double>(rows_));
-    } else {
-      const double a = 1.0 - exponent_;
-      const double x =
-          std::pow((std::pow(static_cast<double>(rows_ + 1), a) - 1.0) * u + 1.0, 1.0 / a);
-      rank = static_cast<int64_t>(x) - 1;
-    }
-    rank = std::min(std::max<int64_t>(rank, 0), rows_ - 1);
+  int64_t Scatter(int64_t rank) const {
     return static_cast<int64_t>((static_cast<unsigned __int128>(rank) * multiplier_) %
                                 static_cast<uint64_t>(rows_));
   }
 
   int64_t rows_;
-  double exponent_;
+  bench::PowerLaw law_;
   uint64_t seed_;
   int threads_;
   uint64_t multiplier_;
