@@ -26,36 +26,12 @@
 #include "kernels/embedding_lookup.h"
 #include "kernels/pooled_lookup.h"
 #include "kernels/quantize_rows.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace emb::kernels {
 namespace {
 
 constexpr size_t kGuardBytes = 64;  // poisoned bytes after the answer, which must stay unchanged
-
-// Why GPU tests can't run here, or "" when they can.
-std::string NoGpuReason() {
-  absl::StatusOr<int> n = DeviceCount();
-  if (!n.ok()) {
-    return absl::StrCat("no usable CUDA device: ", n.status().ToString());
-  }
-  if (*n == 0) {
-    return "no CUDA device: cudaGetDeviceCount() == 0";
-  }
-  return "";
-}
-
-#define EMB_SKIP_WITHOUT_GPU()                                 \
-  do {                                                         \
-    if (const std::string why = NoGpuReason(); !why.empty()) { \
-      GTEST_SKIP() << why;                                     \
-    }                                                          \
-  } while (false)
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const absl::Status assert_ok_status_ = (expr);            \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (false)
 
 float FloatOfBits(uint32_t u) {
   float f;

@@ -25,6 +25,7 @@
 #include "kernels/gather_plan.h"
 #include "kernels/gather_tuning.h"
 #include "tests/kernels/gather_test_util.h"
+#include "tests/kernels/gpu_test_util.h"
 
 namespace emb::kernels {
 namespace {
@@ -33,31 +34,6 @@ using ::emb::testing::RandomTable;
 
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr size_t kGuardBytes = 64;  // poisoned bytes after the answer, which must stay unchanged
-
-// Why GPU tests can't run here, or "" when they can.
-std::string NoGpuReason() {
-  absl::StatusOr<int> n = DeviceCount();
-  if (!n.ok()) {
-    return absl::StrCat("no usable CUDA device: ", n.status().ToString());
-  }
-  if (*n == 0) {
-    return "no CUDA device: cudaGetDeviceCount() == 0";
-  }
-  return "";
-}
-
-#define EMB_SKIP_WITHOUT_GPU()                                 \
-  do {                                                         \
-    if (const std::string why = NoGpuReason(); !why.empty()) { \
-      GTEST_SKIP() << why;                                     \
-    }                                                          \
-  } while (false)
-
-#define ASSERT_OK(expr)                                       \
-  do {                                                        \
-    const absl::Status assert_ok_status_ = (expr);            \
-    ASSERT_TRUE(assert_ok_status_.ok()) << assert_ok_status_; \
-  } while (false)
 
 // Enqueues a gather the way the test under way wants (LaunchGather by default).
 using Launcher =
