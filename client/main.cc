@@ -168,6 +168,10 @@ ABSL_FLAG(std::string, id_distribution, "uniform",
           "bench: uniform or zipf, over the table's rows (read from ListTables).");
 ABSL_FLAG(double, zipf_exponent, 1.0, "bench: exponent s of --id_distribution=zipf.");
 ABSL_FLAG(uint64_t, seed, 1, "bench: seed of the id generator.");
+ABSL_FLAG(int64_t, pool_requests, 0,
+          "bench: requests made before the run and sent in turn; 0: enough for 65,536 ids (16 to "
+          "4,096 requests, at most 8M ids). More than a run (warm-up included) sends: every "
+          "call's ids fresh, which a cache under test cannot learn by replay.");
 ABSL_FLAG(bool, json, false, "bench: print one JSON object instead of text.");
 ABSL_FLAG(std::string, config, "",
           "bench: a ghz config file (JSON, deploy/loadtest/): its call data, concurrency, "
@@ -953,6 +957,7 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
   config.zipf_exponent = absl::GetFlag(FLAGS_zipf_exponent);
   config.table = absl::GetFlag(FLAGS_table);
   config.seed = absl::GetFlag(FLAGS_seed);
+  config.pool_requests = absl::GetFlag(FLAGS_pool_requests);
   config.timeout = absl::GetFlag(FLAGS_timeout).value;
   absl::StatusOr<IdDistribution> distribution =
       ParseIdDistribution(absl::GetFlag(FLAGS_id_distribution));

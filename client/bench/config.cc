@@ -24,6 +24,9 @@ absl::Status ValidateBenchConfig(const BenchConfig& c) {
   if (c.requests < 0) {
     return absl::InvalidArgumentError("requests must be >= 0");
   }
+  if (c.pool_requests < 0) {
+    return absl::InvalidArgumentError("pool_requests must be >= 0");
+  }
   if (c.requests == 0 &&
       (c.duration <= absl::ZeroDuration() || c.duration == absl::InfiniteDuration())) {
     return absl::InvalidArgumentError("duration must be positive and finite (or set requests)");

@@ -46,6 +46,10 @@ struct BenchConfig {
   std::string table;              // empty: the default table
   std::optional<DataType> dtype;  // nullopt: the table's own type
   uint64_t seed = 1;
+  // Requests made before the run (ids drawn from `distribution`) and sent in turn; 0: as many as
+  // RequestPoolSize(ids_per_request) says. More than a run sends makes every call's ids fresh,
+  // as a cache under test must not learn a replayed pool (the host tier's service benchmark).
+  int64_t pool_requests = 0;
   // Deadline of each call, and of the setup calls.
   absl::Duration timeout = absl::Seconds(10);
   // Largest answer the client accepts, in bytes; -1: no limit. A larger answer fails the call

@@ -63,7 +63,7 @@ absl::StatusOr<std::vector<pb::LookUpRequest>> MakeRequestPool(const BenchConfig
     return sampler.status();
   }
   const int64_t ids = config.ids_per_request;
-  pool.resize(RequestPoolSize(ids));
+  pool.resize(config.pool_requests > 0 ? config.pool_requests : RequestPoolSize(ids));
   for (pb::LookUpRequest& request : pool) {
     request.set_table(config.table);
     request.set_dtype(dtype);

@@ -17,11 +17,11 @@ namespace emb::client {
 int64_t RequestPoolSize(int64_t ids_per_request);
 
 // The pool of a run on a table of `num_rows` rows, seeded with config.seed. Without call data:
-// RequestPoolSize(ids_per_request) requests of ids drawn from config.distribution over
-// [0, num_rows). With config.call_data: its messages in turn, templates filled, as many as
-// RequestPoolSize of the first filled message's ids asks for (a multiple of their number).
-// config.table, when non-empty, and config.dtype, when set, are every request's. Errors: those
-// of IdSampler::Create and FillCallData.
+// config.pool_requests (when 0, RequestPoolSize(ids_per_request)) requests of ids drawn from
+// config.distribution over [0, num_rows). With config.call_data: its messages in turn, templates
+// filled, as many as RequestPoolSize of the first filled message's ids asks for (a multiple of
+// their number). config.table, when non-empty, and config.dtype, when set, are every request's.
+// Errors: those of IdSampler::Create and FillCallData.
 absl::StatusOr<std::vector<embedding::v1::LookUpRequest>> MakeRequestPool(const BenchConfig& config,
                                                                           int64_t num_rows);
 

@@ -19,6 +19,7 @@ TEST(ValidateBenchConfig, RejectsEachBadField) {
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.max_inflight = 0; }));
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.rps = -1; }));
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.requests = -1; }));
+  EXPECT_TRUE(rejects([](BenchConfig& c) { c.pool_requests = -1; }));
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.duration = absl::ZeroDuration(); }));
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.warmup = absl::InfiniteDuration(); }));
   EXPECT_TRUE(rejects([](BenchConfig& c) { c.timeout = absl::ZeroDuration(); }));

@@ -44,6 +44,27 @@ TEST(MakeRequestPool, SampledIdsInRangeWithTableAndDtype) {
   }
 }
 
+TEST(MakeRequestPool, PoolRequestsSetsHowManyEachFreshlyDrawn) {
+  BenchConfig c;
+  c.ids_per_request = 64;
+  c.pool_requests = RequestPoolSize(64) + 3;
+  c.distribution = IdDistribution::kZipf;
+  c.zipf_exponent = 1.05;
+  absl::StatusOr<std::vector<pb::LookUpRequest>> pool = MakeRequestPool(c, 1 << 20);
+  ASSERT_TRUE(pool.ok()) << pool.status();
+  ASSERT_EQ(static_cast<int64_t>(pool->size()), c.pool_requests);
+  for (size_t i = 0; i < pool->size(); ++i) {
+    ASSERT_EQ((*pool)[i].ids_size(), 64);
+    for (int64_t id : (*pool)[i].ids()) {
+      ASSERT_GE(id, 0);
+      ASSERT_LT(id, 1 << 20);
+    }
+    if (i > 0) {  // each request its own draw, not a copy of another
+      EXPECT_NE((*pool)[i].SerializeAsString(), (*pool)[i - 1].SerializeAsString());
+    }
+  }
+}
+
 TEST(MakeRequestPool, SameSeedSamePool) {
   BenchConfig c;
   c.seed = 9;
