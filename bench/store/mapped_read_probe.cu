@@ -46,6 +46,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -60,6 +61,7 @@
 #include "bench/common/bench_flags.h"
 #include "bench/common/seconds_since.h"
 #include "kernels/cuda_status.h"
+#include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
 #include "service/common/status_macros.h"
 #include "service/tables/host_rows.h"
@@ -176,35 +178,55 @@ absl::StatusOr<std::vector<int64_t>> ParseCounts(const std::string& list, const 
   return out;
 }
 
+// `bytes` of huge-page host memory as the host tier allocates it, filled with `threads` threads,
+// pinned and mapped for the GPU; unpinned when destroyed.
+class MappedHostRows {
+ public:
+  static absl::StatusOr<std::unique_ptr<MappedHostRows>> Create(size_t bytes, unsigned threads) {
+    ASSIGN_OR_RETURN(auto memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
+    auto* host = reinterpret_cast<uint8_t*>(memory->mutable_data());
+    Fill(host, bytes, threads);
+    RETURN_IF_ERROR(
+        CudaStatus(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
+                   "cudaHostRegister"));
+    auto rows = std::unique_ptr<MappedHostRows>(new MappedHostRows(std::move(memory)));
+    void* device = nullptr;
+    RETURN_IF_ERROR(
+        CudaStatus(cudaHostGetDevicePointer(&device, host, 0), "cudaHostGetDevicePointer"));
+    rows->device_ = static_cast<const uint8_t*>(device);
+    return rows;
+  }
+  ~MappedHostRows() { cudaHostUnregister(host()); }
+
+  uint8_t* host() { return reinterpret_cast<uint8_t*>(memory_->mutable_data()); }
+  const uint8_t* device() const { return device_; }  // the same memory as the GPU addresses it
+
+ private:
+  explicit MappedHostRows(std::unique_ptr<emb::service::HugePageRows> memory)
+      : memory_(std::move(memory)) {}
+  std::unique_ptr<emb::service::HugePageRows> memory_;
+  const uint8_t* device_ = nullptr;
+};
+
 // --ids_sweep: batches of each size in `sizes` (a comma-separated list) over `bytes` of huge-page
 // host memory, as the host tier allocates and maps it.
 absl::Status SweepIds(const std::string& sizes, size_t bytes, int64_t row_bytes, int batches,
                       unsigned threads, std::mt19937_64& rng) {
   ASSIGN_OR_RETURN(const std::vector<int64_t> counts, ParseCounts(sizes, "--ids_sweep"));
-  ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
-  auto* p = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
-  Fill(p, bytes, threads);
-  RETURN_IF_ERROR(
-      CudaStatus(cudaHostRegister(p, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-                 "cudaHostRegister"));
-  void* device = nullptr;
-  absl::Status s = CudaStatus(cudaHostGetDevicePointer(&device, p, 0), "cudaHostGetDevicePointer");
+  ASSIGN_OR_RETURN(const std::unique_ptr<MappedHostRows> rows,
+                   MappedHostRows::Create(bytes, threads));
   std::printf(
       "Random rows of %lld bytes over %zu GiB of huge-page host memory (median of %d "
       "batches)\n\n| rows a batch | us | Mrows/s | GB/s |\n| ---: | ---: | ---: | ---: |\n",
       static_cast<long long>(row_bytes), bytes >> 30, batches);
   for (const int64_t n : counts) {
-    if (!s.ok()) break;
-    absl::StatusOr<Reads> r = TimeReads(static_cast<const uint8_t*>(device), row_bytes,
-                                        static_cast<int64_t>(bytes / row_bytes), n, batches, rng);
-    s.Update(r.status());
-    if (r.ok()) {
-      std::printf("| %lld | %.1f | %.1f | %.1f |\n", static_cast<long long>(n), r->p50_us,
-                  static_cast<double>(n) / r->p50_us, r->gbps);
-    }
+    ASSIGN_OR_RETURN(const Reads r,
+                     TimeReads(rows->device(), row_bytes, static_cast<int64_t>(bytes / row_bytes),
+                               n, batches, rng));
+    std::printf("| %lld | %.1f | %.1f | %.1f |\n", static_cast<long long>(n), r.p50_us,
+                static_cast<double>(n) / r.p50_us, r.gbps);
   }
-  cudaHostUnregister(p);
-  return s;
+  return absl::OkStatus();
 }
 
 // Runs a function on `n` threads at once (the caller is thread 0) and returns when all are done.
@@ -262,19 +284,9 @@ absl::Status SweepHostGather(const std::string& sizes, const std::string& thread
   const int64_t max_n = *std::max_element(counts.begin(), counts.end());
   const int max_threads =
       static_cast<int>(*std::max_element(threads_list.begin(), threads_list.end()));
-  ASSIGN_OR_RETURN(auto rows_memory, emb::service::HugePageRows::Allocate(bytes, "the probe"));
-  auto* host = reinterpret_cast<uint8_t*>(rows_memory->mutable_data());
-  Fill(host, bytes, fill_threads);
-  RETURN_IF_ERROR(
-      CudaStatus(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable),
-                 "cudaHostRegister"));
-  struct Unregister {
-    void* p;
-    ~Unregister() { cudaHostUnregister(p); }
-  } unregister{host};
-  void* mapped = nullptr;
-  RETURN_IF_ERROR(
-      CudaStatus(cudaHostGetDevicePointer(&mapped, host, 0), "cudaHostGetDevicePointer"));
+  ASSIGN_OR_RETURN(const std::unique_ptr<MappedHostRows> rows,
+                   MappedHostRows::Create(bytes, fill_threads));
+  uint8_t* host = rows->host();
   const size_t staging_bytes = static_cast<size_t>(max_n) * row_bytes;
   ASSIGN_OR_RETURN(auto staging, emb::kernels::PinnedBuffer<uint8_t>::Allocate(staging_bytes));
   ASSIGN_OR_RETURN(auto d_staging, emb::kernels::DeviceBuffer<uint8_t>::Allocate(staging_bytes));
@@ -284,17 +296,12 @@ absl::Status SweepHostGather(const std::string& sizes, const std::string& thread
                                    static_cast<size_t>(max_n) * batches));
   ASSIGN_OR_RETURN(auto d_out, emb::kernels::DeviceBuffer<uint4>::Allocate(
                                    static_cast<size_t>(max_n + kRows) * lanes));
-  std::vector<cudaStream_t> streams(max_threads + 1);
-  for (cudaStream_t& st : streams) {
-    RETURN_IF_ERROR(
-        CudaStatus(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate"));
+  // streams[0] the kernel's; streams[t + 1] host thread t's copy.
+  std::vector<emb::kernels::CudaStream> streams;
+  for (int i = 0; i <= max_threads; ++i) {
+    ASSIGN_OR_RETURN(emb::kernels::CudaStream stream, emb::kernels::CudaStream::Create());
+    streams.push_back(std::move(stream));
   }
-  struct Destroy {
-    std::vector<cudaStream_t>& s;
-    ~Destroy() {
-      for (cudaStream_t st : s) cudaStreamDestroy(st);
-    }
-  } destroy{streams};
   const int64_t span_rows = static_cast<int64_t>(bytes / row_bytes);
   std::uniform_int_distribution<int64_t> pick(0, span_rows - 1);
   std::printf(
@@ -324,10 +331,11 @@ absl::Status SweepHostGather(const std::string& sizes, const std::string& thread
           const Clock::time_point t0 = Clock::now();
           if (kernel_rows > 0) {
             const int64_t kthreads = (kernel_rows + kRows - 1) / kRows * lanes;
-            ReadRows<kRows><<<static_cast<unsigned>((kthreads + 255) / 256), 256, 0, streams[0]>>>(
-                static_cast<const uint8_t*>(mapped), row_bytes,
-                d_ids.data() + static_cast<int64_t>(std::max(b, 0)) * n + host_rows, kernel_rows,
-                lanes, d_out.data());
+            ReadRows<kRows>
+                <<<static_cast<unsigned>((kthreads + 255) / 256), 256, 0, streams[0].get()>>>(
+                    rows->device(), row_bytes,
+                    d_ids.data() + static_cast<int64_t>(std::max(b, 0)) * n + host_rows,
+                    kernel_rows, lanes, d_out.data());
           }
           if (host_rows > 0) {
             pool.Run([&](int t) {
@@ -342,12 +350,12 @@ absl::Status SweepHostGather(const std::string& sizes, const std::string& thread
                 const size_t off = static_cast<size_t>(begin) * row_bytes;
                 cudaMemcpyAsync(d_staging.data() + off, staging.data() + off,
                                 static_cast<size_t>(end - begin) * row_bytes,
-                                cudaMemcpyHostToDevice, streams[t + 1]);
-                cudaStreamSynchronize(streams[t + 1]);
+                                cudaMemcpyHostToDevice, streams[t + 1].get());
+                cudaStreamSynchronize(streams[t + 1].get());
               }
             });
           }
-          RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(streams[0]), "kernel"));
+          RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(streams[0].get()), "kernel"));
           if (b >= 0) us.push_back(SecondsSince(t0) * 1e6);
         }
         std::sort(us.begin(), us.end());
