@@ -95,17 +95,21 @@ ABSL_FLAG(int32_t, max_concurrent_streams, 128,
 ABSL_FLAG(int64_t, max_unsent_answer_bytes, int64_t{2} << 30,
           "Most bytes of answers held for calls whose answers are not yet sent, all connections "
           "together (from admission: queued, gathered, or waiting for a client that does not "
-          "read); a LookUp past it is refused RESOURCE_EXHAUSTED. At least "
-          "--max_unsent_answer_bytes_per_connection.");
+          "read); a LookUp past it waits until answers are sent (up to --max_concurrent_streams "
+          "calls a connection; past that it is refused RESOURCE_EXHAUSTED), or until its "
+          "deadline. At least --max_unsent_answer_bytes_per_connection.");
 ABSL_FLAG(int64_t, max_unsent_answer_bytes_per_connection, int64_t{256} << 20,
           "The same bound for each client connection, whatever the client does (gRPC applies "
-          "--max_concurrent_streams only to clients that acknowledge its SETTINGS). Must hold "
-          "one answer of --max_response_bytes rounded up to a power of two.");
-ABSL_FLAG(double, deadline_admission_fraction, 0.5,
+          "--max_concurrent_streams only to clients that acknowledge its SETTINGS); calls past "
+          "it wait likewise. Must hold one answer of --max_response_bytes rounded up to a power "
+          "of two.");
+ABSL_FLAG(double, deadline_admission_fraction, 0,
           "Refuse a LookUp (RESOURCE_EXHAUSTED, at once) when its answer is predicted to be sent "
           "after this fraction of the time left before its deadline: the answers its connection "
-          "already waits for, at the rate that connection's answers have been draining. Under "
-          "overload this keeps answers in time instead of sending every one late. 0: off.");
+          "already waits for, at the rate that connection's answers have been draining. 0 (the "
+          "default): off, so no call is refused on a prediction (one that would have been "
+          "answered in time on a loaded host was). Under overload with short deadlines, 0.5 kept "
+          "the most answers in time (docs/decisions.md).");
 ABSL_FLAG(int64_t, deadline_admission_socket_bytes, 0,
           "Admission by deadline: bytes assumed to wait in the socket buffers of a connection "
           "whose answers queue (past gRPC, where the server cannot see them), added to the bytes "

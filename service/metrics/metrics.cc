@@ -217,6 +217,14 @@ Metrics::Metrics()
                                      "by --max_unsent_answer_bytes.")
                                .Register(*registry_)
                                .Add({})),
+      unsent_answer_waiting_calls_(
+          BuildGauge()
+              .Name("embedding_unsent_answer_waiting_calls")
+              .Help("LookUps waiting for room for their answers under "
+                    "--max_unsent_answer_bytes or --max_unsent_answer_bytes_per_connection "
+                    "(admitted once answers ahead of them are sent; not refused).")
+              .Register(*registry_)
+              .Add({})),
       health_status_(BuildGauge()
                          .Name("embedding_health_status")
                          .Help("1 while the server's gRPC health says SERVING; 0 while it says "

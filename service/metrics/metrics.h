@@ -89,6 +89,8 @@ class Metrics {
   // Bytes of answer memory held for LookUps whose answers gRPC has not yet sent or dropped
   // (service/rpc/unsent_answers.h).
   prometheus::Gauge& unsent_answer_bytes() { return unsent_answer_bytes_; }
+  // LookUps waiting for room under those bounds (UnsentAnswers::Admit).
+  prometheus::Gauge& unsent_answer_waiting_calls() { return unsent_answer_waiting_calls_; }
 
   // embedding_health_status: 1 while the server's health says SERVING, 0 otherwise (loading,
   // draining, device lost, shutting down); kept by HealthService. 0 until set.
@@ -146,6 +148,7 @@ class Metrics {
   prometheus::Family<prometheus::Counter>& table_saves_;
   prometheus::Family<prometheus::Counter>& version_loads_;
   prometheus::Gauge& unsent_answer_bytes_;
+  prometheus::Gauge& unsent_answer_waiting_calls_;
   prometheus::Gauge& health_status_;
   prometheus::Family<prometheus::Counter>& grpc_started_;
   prometheus::Family<prometheus::Counter>& grpc_handled_;

@@ -49,12 +49,17 @@ grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl
 // unsent answers (which goes with the rows to gRPC, or is given back when the call fails).
 class LookUpCall final : public grpc::ServerUnaryReactor {
  public:
-  LookUpCall(grpc::CallbackServerContext* ctx, Clock* clock) : ctx_(ctx), clock_(clock) {}
+  LookUpCall(grpc::CallbackServerContext* ctx, Clock* clock, UnsentAnswers* unsent)
+      : ctx_(ctx), clock_(clock), unsent_(unsent) {}
 
   // gRPC runs it once the call is cancelled (the client reset the stream or went away, or the
   // deadline passed), after the handler has returned, on a gRPC thread; the batcher reads the
-  // flag when the call's batch forms.
-  void OnCancel() override { cancelled.store(true, std::memory_order_relaxed); }
+  // flag when the call's batch forms, and the admission of unsent answers where the call waits
+  // for room.
+  void OnCancel() override {
+    cancelled.store(true, std::memory_order_relaxed);
+    unsent_->Wake();
+  }
   void OnDone() override {
     // An answer gRPC did not finish sending before the client's deadline cancelled the call.
     if (late_answers != nullptr && ctx_->IsCancelled() &&
@@ -63,12 +68,21 @@ class LookUpCall final : public grpc::ServerUnaryReactor {
     }
     delete this;
   }
-  // Both reactions are trivial (a store, a delete), so gRPC may run them on the thread that
-  // completes the call, as it does its default reactor's, instead of hopping to its executor.
+  // Both reactions are trivial (a store, a delete, a wake-up), so gRPC may run them on the thread
+  // that completes the call, as it does its default reactor's, instead of hopping to its executor.
   bool InternalInlineable() override { return true; }
+
+  // Finishes the call with `s` (not OK), giving its claim back.
+  void Fail(const absl::Status& s) {
+    claim = UnsentAnswers::Claim();  // nothing to hold for a failed call
+    Finish(ToGrpcStatus(s));
+  }
 
   LookUpRequest request;
   LookUpPlan plan;  // the answer's type and shape, and the bags of a pooled call
+  ServedTable* table = nullptr;
+  grpc::ByteBuffer* response = nullptr;
+  absl::Time deadline;  // the server's: the client's, at most max_call_time from arrival
   AnswerBuffer rows;
   UnsentAnswers::Claim claim;
   std::atomic<bool> cancelled{false};
@@ -78,7 +92,44 @@ class LookUpCall final : public grpc::ServerUnaryReactor {
  private:
   grpc::CallbackServerContext* const ctx_;
   Clock* const clock_;
+  UnsentAnswers* const unsent_;
 };
+
+// Queues an admitted call (its claim taken) for its table's batcher.
+void SubmitToBatcher(LookUpCall* call, Metrics* metrics) {
+  const LookUpRequest& request = call->request;
+  const LookUpPlan& plan = call->plan;
+  Batcher::Request r;
+  r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
+  r.out_type = plan.out_type;
+  r.pooled = plan.pooled;
+  r.offsets = plan.offsets;
+  r.weights = absl::MakeConstSpan(request.weights().data(), request.weights_size());
+  r.mean = plan.mean;
+  r.out = &call->rows;
+  r.deadline = call->deadline;
+  r.cancelled = &call->cancelled;
+  r.done = [call, late = call->table->metrics.late_answers](const absl::Status& s) {
+    if (!s.ok()) {
+      call->claim = UnsentAnswers::Claim();
+    } else {
+      call->late_answers = late;
+      // The rows and their claim go to gRPC, which gives both back once it has sent them.
+      *call->response = SerializeLookUpAnswer(std::move(call->rows), call->plan.shape,
+                                              call->plan.out_type, std::move(call->claim));
+    }
+    call->Finish(ToGrpcStatus(s));  // last: OnDone may run inside it and delete `call`
+  };
+  const int num_ids = request.ids_size();
+  const std::string& name = call->table->store->info().name;
+  if (absl::Status s = call->table->batcher->Submit(std::move(r)); !s.ok()) {
+    metrics->RejectIds(
+        name,
+        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
+        num_ids);
+    call->Fail(s);
+  }
+}
 
 // A LookUp that carries no whole message. gRPC 1.51 hands the handler a call that its client
 // reset before the message was read all the same, with no message, and reports the
@@ -110,8 +161,9 @@ EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metric
               .total = static_cast<size_t>(limits.max_unsent_answer_bytes),
               .per_connection = static_cast<size_t>(limits.max_unsent_answer_bytes_per_connection),
               .deadline_fraction = limits.deadline_admission_fraction,
-              .socket_bytes = static_cast<size_t>(limits.deadline_admission_socket_bytes)},
-          &metrics->unsent_answer_bytes(), clock) {}
+              .socket_bytes = static_cast<size_t>(limits.deadline_admission_socket_bytes),
+              .waiting_per_connection = limits.max_waiting_calls_per_connection},
+          &metrics->unsent_answer_bytes(), clock, &metrics->unsent_answer_waiting_calls()) {}
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
   tables_.store(tables, std::memory_order_release);
@@ -203,13 +255,17 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     // (none sent, or a length prefix the stream ended short of), or reset the stream first.
     return new NoMessageCall();
   }
+  auto* call = new LookUpCall(ctx, clock_, &unsent_answers_);  // deletes itself in OnDone
   // The call's deadline in the server: its client's, at most max_call_time from now.
-  const absl::Time deadline =
+  call->deadline =
       std::min(absl::FromChrono(ctx->deadline()), clock_->Now() + limits_.max_call_time);
-  auto* call = new LookUpCall(ctx, clock_);  // deletes itself in OnDone, once Finish has run
+  call->response = response_bytes;
   auto finish = [call](const absl::Status& s) {
-    call->claim = UnsentAnswers::Claim();  // nothing to hold for a failed call
-    call->Finish(ToGrpcStatus(s));
+    if (s.ok()) {
+      call->Finish(grpc::Status::OK);
+    } else {
+      call->Fail(s);
+    }
     return call;
   };
   grpc::ByteBuffer copy(*request_bytes);  // shares the slices; the reader consumes a ByteBuffer
@@ -223,6 +279,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   if (!table.ok()) {
     return finish(table.status());
   }
+  call->table = *table;
   if (absl::Status s = Validate(request, **table, &call->plan); !s.ok()) {
     return finish(s);
   }
@@ -237,40 +294,36 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   const size_t answer_bytes = static_cast<size_t>(plan.answer_rows) *
                               static_cast<size_t>(store.info().dim) * ElementSize(plan.out_type);
   UnsentAnswers::Bound refused_by;
-  absl::StatusOr<UnsentAnswers::Claim> claim = unsent_answers_.Take(
-      ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), &refused_by, deadline);
-  if (!claim.ok()) {
-    metrics_->RejectIds(store.info().name, RejectReason(refused_by), num_ids);
-    return finish(claim.status());
-  }
-  call->claim = *std::move(claim);
-  Batcher::Request r;
-  r.ids = absl::MakeConstSpan(request.ids().data(), request.ids_size());
-  r.out_type = plan.out_type;
-  r.pooled = plan.pooled;
-  r.offsets = plan.offsets;
-  r.weights = absl::MakeConstSpan(request.weights().data(), request.weights_size());
-  r.mean = plan.mean;
-  r.out = &call->rows;
-  r.deadline = deadline;
-  r.cancelled = &call->cancelled;
-  r.done = [call, response_bytes, late = (*table)->metrics.late_answers](const absl::Status& s) {
-    if (!s.ok()) {
-      call->claim = UnsentAnswers::Claim();
-    } else {
-      call->late_answers = late;
-      // The rows and their claim go to gRPC, which gives both back once it has sent them.
-      *response_bytes = SerializeLookUpAnswer(std::move(call->rows), call->plan.shape,
-                                              call->plan.out_type, std::move(call->claim));
+  // A call that must wait for room is admitted later, on the admission thread, where it then
+  // goes on as one admitted at once.
+  auto admitted = [call, metrics = metrics_, num_ids](absl::StatusOr<UnsentAnswers::Claim> claim,
+                                                      UnsentAnswers::Bound waited_for) {
+    if (!claim.ok()) {
+      // A call cancelled while it waited was not turned away; one past its deadline was, by the
+      // bound it waited on.
+      if (claim.status().code() != absl::StatusCode::kCancelled) {
+        metrics->RejectIds(call->table->store->info().name,
+                           claim.status().code() == absl::StatusCode::kUnavailable
+                               ? kRejectUnavailable
+                               : RejectReason(waited_for),
+                           num_ids);
+      }
+      call->Fail(claim.status());
+      return;
     }
-    call->Finish(ToGrpcStatus(s));  // last: OnDone may run inside it and delete `call`
+    call->claim = *std::move(claim);
+    SubmitToBatcher(call, metrics);
   };
-  if (absl::Status s = (*table)->batcher->Submit(std::move(r)); !s.ok()) {
-    metrics_->RejectIds(
-        store.info().name,
-        s.code() == absl::StatusCode::kResourceExhausted ? kRejectQueueFull : kRejectUnavailable,
-        num_ids);
-    return finish(s);
+  UnsentAnswers::Admission admission =
+      unsent_answers_.Admit(ctx->peer(), AnswerBufferPool::BlockBytes(answer_bytes), call->deadline,
+                            &call->cancelled, std::move(admitted), &refused_by);
+  if (!admission.status.ok()) {
+    metrics_->RejectIds(store.info().name, RejectReason(refused_by), num_ids);
+    return finish(admission.status);
+  }
+  if (!admission.waiting) {
+    call->claim = std::move(admission.claim);
+    SubmitToBatcher(call, metrics_);
   }
   return call;
 }

@@ -38,14 +38,17 @@ struct ServiceLimits {
   // The bound on answer memory held for calls whose answers gRPC has not yet sent (from
   // admission on: queued, gathered, waiting for the client to read them), for all connections
   // together and for each connection (service/rpc/unsent_answers.h). A LookUp that would pass
-  // either is refused RESOURCE_EXHAUSTED. The server requires per_connection to hold one answer
-  // of max_response_bytes (its pool block), and total to hold per_connection.
+  // either waits until answers ahead of it are sent; past max_waiting_calls_per_connection
+  // waiting on its connection, it is refused RESOURCE_EXHAUSTED. The server requires
+  // per_connection to hold one answer of max_response_bytes (its pool block), and total to hold
+  // per_connection.
   int64_t max_unsent_answer_bytes = int64_t{2} << 30;
   int64_t max_unsent_answer_bytes_per_connection = int64_t{256} << 20;
+  int max_waiting_calls_per_connection = 128;
   // Admission by deadline (service/rpc/unsent_answers.h): a LookUp whose answer is predicted to
   // be sent after this fraction of the time left before its deadline is refused
   // RESOURCE_EXHAUSTED at once. 0: off.
-  double deadline_admission_fraction = 0.5;
+  double deadline_admission_fraction = 0;
   // The bytes admission by deadline assumes wait in a queuing connection's socket buffers
   // (UnsentAnswers::Bounds::socket_bytes).
   int64_t deadline_admission_socket_bytes = 0;

@@ -194,7 +194,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
 
   auto server = std::unique_ptr<EmbeddingServer>(new EmbeddingServer());
   server->metrics_ = std::make_unique<Metrics>();
-  server->service_ = std::make_unique<EmbeddingServiceImpl>(config.limits, server->metrics_.get());
+  // A well-behaved client has at most --max_concurrent_streams calls on a connection: as many may
+  // wait there for room for their answers (128 where streams are not limited).
+  ServiceLimits limits = config.limits;
+  limits.max_waiting_calls_per_connection =
+      config.max_concurrent_streams > 0 ? config.max_concurrent_streams : 128;
+  server->service_ = std::make_unique<EmbeddingServiceImpl>(limits, server->metrics_.get());
 
   server->health_ = std::make_unique<HealthService>(std::vector<std::string>{kServiceName},
                                                     &server->metrics_->health_status());

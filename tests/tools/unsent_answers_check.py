@@ -9,11 +9,13 @@ has to be read). Then, waiting on the server's metrics (never on a fixed sleep),
   - the server holds at most --max_unsent_answer_bytes_per_connection of answers per hostile
     connection: embedding_unsent_answer_bytes says so, and the process's resident memory grew by
     no more than that (plus a margin) since before the attack;
-  - every stream past the bound was refused RESOURCE_EXHAUSTED, naming the bound (read from the
-    hostile sockets at the end), and embedding_rejected_ids_total counts them;
+  - the next WAITING streams past the bound wait for room (embedding_unsent_answer_waiting_calls;
+    a well-behaved client never has more than --max_concurrent_streams on a connection), and every
+    stream past those was refused RESOURCE_EXHAUSTED, naming the bound (read from the hostile
+    sockets at the end), and embedding_rejected_ids_total counts them;
   - a good client (Python grpcio, on its own connection) is served the right rows meanwhile;
-  - once the hostile connections close, the held bytes go back to 0 and the good client is
-    still served.
+  - once the hostile connections close, the held bytes and the waiting calls go back to 0 and the
+    good client is still served.
 With --bounds_total and --bounds_per_connection, a second run passes lower bounds as flags, so
 that the hostile connections meet the bound of all connections together (skipped, and said so,
 where the server has no such flags).
@@ -52,6 +54,7 @@ if "ASAN_OPTIONS" in os.environ:
                     if o.startswith("quarantine_size_mb=")), 256) * MIB
 RESOURCE_EXHAUSTED = 8
 DEADLINE = 45  # seconds, for every wait
+WAITING = 128  # calls that may wait for room on one connection: the server's --max_concurrent_streams
 
 
 class GoodClient:
@@ -129,12 +132,14 @@ def run(args, table, per_connection, total, flags, log_path):
         # streams, so that which bound refuses which stream is known: a connection's first
         # streams are admitted until its bound, or that of all connections, is reached (nothing
         # is released meanwhile: no answer can be sent), and the rest are refused.
-        admitted, held, refused = [], 0, 0
+        admitted, waiting, held, refused = [], [], 0, 0
         for i in range(args.connections):
             k = min(per_connection // ANSWER, (total - held) // ANSWER, args.streams)
+            w = min(args.streams - k, WAITING)
             admitted.append(k)
+            waiting.append(w)
             held += k * ANSWER
-            refused += args.streams - k
+            refused += args.streams - k - w
             want_ids += k * len(HOSTILE_IDS)
             hostile.append(open_hostile(server, args.streams))
 
@@ -145,12 +150,13 @@ def run(args, table, per_connection, total, flags, log_path):
                             metric(m, "embedding_rejected_ids_total",
                                    reason="unsent_answers_total"))
                 return (metric(m, "embedding_unsent_answer_bytes") == held and
+                        metric(m, "embedding_unsent_answer_waiting_calls") == sum(waiting) and
                         rejected == refused * len(HOSTILE_IDS) and
                         metric(m, "embedding_ids_total") == want_ids)
 
             try:
-                wait_for(f"the server admits connection {i}'s first {k} streams and refuses the "
-                         "rest", settled, DEADLINE)
+                wait_for(f"the server admits connection {i}'s first {k} streams, lets {w} wait "
+                         "and refuses the rest", settled, DEADLINE)
             except TimeoutError as e:
                 m = server.metrics()
                 sys.exit(f"FAIL: {e}: held {metric(m, 'embedding_unsent_answer_bytes'):.0f} "
@@ -175,27 +181,30 @@ def run(args, table, per_connection, total, flags, log_path):
         lines = []
         for i, c in enumerate(hostile):
             counts, message = statuses(c)
-            if counts.get(RESOURCE_EXHAUSTED, 0) != args.streams - admitted[i] or len(counts) > 1:
+            want = args.streams - admitted[i] - waiting[i]
+            if counts.get(RESOURCE_EXHAUSTED, 0) != want or len(counts) > 1:
                 sys.exit(f"FAIL: hostile connection {i}: statuses {counts}, want "
-                         f"{args.streams - admitted[i]} RESOURCE_EXHAUSTED and no other")
-            if admitted[i] < args.streams and "retry with back-off" not in message:
+                         f"{want} RESOURCE_EXHAUSTED and no other")
+            if want > 0 and "retry with back-off" not in message:
                 sys.exit(f"FAIL: a refusal does not say what to do: {message!r}")
-            if admitted[i] < args.streams and str(per_connection if admitted[i] * ANSWER ==
-                                                  per_connection else total) not in message:
+            if want > 0 and str(per_connection if admitted[i] * ANSWER ==
+                                per_connection else total) not in message:
                 sys.exit(f"FAIL: a refusal does not name its bound: {message!r}")
-            lines.append(f"  connection {i}: {admitted[i]} answers held, "
+            lines.append(f"  connection {i}: {admitted[i]} answers held, {waiting[i]} waiting, "
                          f"{counts.get(RESOURCE_EXHAUSTED, 0)} streams refused: {message}")
 
         for c in hostile:
             c.close()
         hostile = []
-        wait_for("the held bytes go back to 0 once the hostile connections close",
-                 lambda: metric(server.metrics(), "embedding_unsent_answer_bytes") == 0, DEADLINE)
+        wait_for("the held bytes and waiting calls go back to 0 once the hostile connections close",
+                 lambda: (metric(server.metrics(), "embedding_unsent_answer_bytes") == 0 and
+                          metric(server.metrics(), "embedding_unsent_answer_waiting_calls") == 0),
+                 DEADLINE)
         good.check("after the attack")
         good.close()
         return [f"bounds {total // MIB} MiB total, {per_connection // MIB} MiB per connection: "
                 f"{args.connections} connection(s) x {args.streams} streams of "
-                f"{ANSWER // MIB} MiB answers: {held // MIB} MiB held, {refused} streams "
+                f"{ANSWER // MIB} MiB answers: {held // MIB} MiB held, {sum(waiting)} waiting, {refused} streams "
                 f"refused, RSS grew by {grown / MIB:.0f} MiB; good client served "
                 f"{good.calls} of {good.calls}"] + lines
     finally:

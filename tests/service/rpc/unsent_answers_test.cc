@@ -2,12 +2,14 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "prometheus/gauge.h"
@@ -301,6 +303,224 @@ TEST(UnsentAnswers, DeadlineFractionZeroTurnsAdmissionByDeadlineOff) {
   // 1 MiB a second learned, 3 MiB would take 3 s: admitted all the same, as is a passed deadline.
   held.push_back(TakeOk(u, "a", kMiB, clock.Now() + absl::Milliseconds(1)));
   held.push_back(TakeOk(u, "a", kMiB, clock.Now() - absl::Milliseconds(1)));
+}
+
+// Waiting for room (Admit): the calls that pass a bound wait and are admitted, in order, as
+// answers ahead of them are sent; they leave the wait with an error only at their deadline, when
+// cancelled, or when the bound goes away.
+class Waiting : public ::testing::Test {
+ protected:
+  // One call's admission: what its callback got, once it has run.
+  struct Outcome {
+    absl::Mutex mu;
+    bool done ABSL_GUARDED_BY(mu) = false;
+    absl::Status status ABSL_GUARDED_BY(mu);
+    UnsentAnswers::Claim claim ABSL_GUARDED_BY(mu);
+    UnsentAnswers::Bound waited_for ABSL_GUARDED_BY(mu) = UnsentAnswers::Bound::kNone;
+    std::atomic<bool> cancelled{false};
+
+    // Waits (on the condition, no sleep) for the callback and returns its status.
+    absl::Status Await() {
+      absl::MutexLock lock(&mu);
+      mu.Await(absl::Condition(&done));
+      return status;
+    }
+    bool Done() {
+      absl::MutexLock lock(&mu);
+      return done;
+    }
+  };
+
+  // Admits `bytes` on `connection`; expects the call to wait.
+  std::unique_ptr<Outcome> AdmitWaiting(UnsentAnswers& u, const std::string& connection,
+                                        size_t bytes,
+                                        absl::Time deadline = absl::InfiniteFuture()) {
+    auto outcome = std::make_unique<Outcome>();
+    Outcome* o = outcome.get();
+    UnsentAnswers::Bound bound;
+    UnsentAnswers::Admission a = u.Admit(
+        connection, bytes, deadline, &o->cancelled,
+        [o](absl::StatusOr<UnsentAnswers::Claim> claim, UnsentAnswers::Bound waited_for) {
+          absl::MutexLock lock(&o->mu);
+          o->status = claim.status();
+          if (claim.ok()) {
+            o->claim = *std::move(claim);
+          }
+          o->waited_for = waited_for;
+          o->done = true;
+        },
+        &bound);
+    EXPECT_THAT(a.status, IsOk());
+    EXPECT_TRUE(a.waiting);
+    return outcome;
+  }
+
+  FakeClock clock_;
+  prometheus::Gauge waiting_;
+};
+
+TEST_F(Waiting, ACallPastItsConnectionsBoundWaitsAndIsAdmittedWhenAnAnswerIsSent) {
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 10 * kMiB}, nullptr, &clock_, &waiting_);
+  UnsentAnswers::Claim a = TakeOk(u, "c", 6 * kMiB);
+  UnsentAnswers::Claim b = TakeOk(u, "c", 4 * kMiB);
+  std::unique_ptr<Outcome> w = AdmitWaiting(u, "c", 5 * kMiB);
+  EXPECT_EQ(u.waiting_calls(), 1u);
+  EXPECT_EQ(waiting_.Value(), 1.0);
+  EXPECT_FALSE(w->Done());
+  // Another connection is not held up by it.
+  UnsentAnswers::Claim other = TakeOk(u, "d", 10 * kMiB);
+  b = UnsentAnswers::Claim();  // 4 MiB sent: not room enough for 5
+  a = UnsentAnswers::Claim();  // 6 more: room
+  EXPECT_THAT(w->Await(), IsOk());
+  absl::MutexLock lock(&w->mu);
+  EXPECT_EQ(w->claim.bytes(), 5 * kMiB);
+  EXPECT_EQ(w->waited_for, UnsentAnswers::Bound::kConnection);
+  EXPECT_EQ(u.held_bytes("c"), 5 * kMiB);
+  EXPECT_EQ(u.waiting_calls(), 0u);
+}
+
+TEST_F(Waiting, ACallPastTheBoundOfAllConnectionsWaits) {
+  UnsentAnswers u({.total = 10 * kMiB, .per_connection = 8 * kMiB}, nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(u, "a", 8 * kMiB);
+  std::unique_ptr<Outcome> w = AdmitWaiting(u, "b", 4 * kMiB);
+  a = UnsentAnswers::Claim();
+  EXPECT_THAT(w->Await(), IsOk());
+  absl::MutexLock lock(&w->mu);
+  EXPECT_EQ(w->waited_for, UnsentAnswers::Bound::kTotal);
+}
+
+TEST_F(Waiting, AConnectionsWaitingCallsAreAdmittedInOrderAndNewCallsQueueBehindThem) {
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 8 * kMiB}, nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(u, "c", 8 * kMiB);
+  std::unique_ptr<Outcome> first = AdmitWaiting(u, "c", 6 * kMiB);
+  // 1 MiB would fit beside... nothing now, and it must not pass the call ahead of it anyway.
+  std::unique_ptr<Outcome> second = AdmitWaiting(u, "c", 1 * kMiB);
+  a = UnsentAnswers::Claim();
+  EXPECT_THAT(first->Await(), IsOk());
+  EXPECT_THAT(second->Await(), IsOk());
+  EXPECT_EQ(u.held_bytes("c"), 7 * kMiB);
+  // Behind a waiting call, a call that would fit waits too.
+  std::unique_ptr<Outcome> third = AdmitWaiting(u, "c", 2 * kMiB);
+  std::unique_ptr<Outcome> fourth = AdmitWaiting(u, "c", 1 * kMiB);
+  {
+    absl::MutexLock lock(&first->mu);
+    first->claim = UnsentAnswers::Claim();
+  }
+  EXPECT_THAT(third->Await(), IsOk());
+  EXPECT_THAT(fourth->Await(), IsOk());
+}
+
+TEST_F(Waiting, PastTheWaitingBoundACallIsRefusedSayingWhy) {
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 4 * kMiB, .waiting_per_connection = 2},
+                  nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(u, "c", 4 * kMiB);
+  std::unique_ptr<Outcome> w1 = AdmitWaiting(u, "c", kMiB);
+  std::unique_ptr<Outcome> w2 = AdmitWaiting(u, "c", kMiB);
+  UnsentAnswers::Bound bound;
+  UnsentAnswers::Admission refused = u.Admit(
+      "c", kMiB, absl::InfiniteFuture(), nullptr,
+      [](absl::StatusOr<UnsentAnswers::Claim>, UnsentAnswers::Bound) {
+        ADD_FAILURE() << "a refused call's callback ran";
+      },
+      &bound);
+  EXPECT_THAT(refused.status,
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("hold 4194304 bytes"), HasSubstr("retry with back-off"))));
+  EXPECT_EQ(bound, UnsentAnswers::Bound::kConnection);
+  EXPECT_FALSE(refused.waiting);
+  // An answer that could never fit a bound does not wait either.
+  EXPECT_THAT(u.Admit(
+                   "d", 5 * kMiB, absl::InfiniteFuture(), nullptr,
+                   [](absl::StatusOr<UnsentAnswers::Claim>, UnsentAnswers::Bound) {}, &bound)
+                  .status,
+              StatusIs(absl::StatusCode::kResourceExhausted));
+  a = UnsentAnswers::Claim();
+  EXPECT_THAT(w1->Await(), IsOk());
+  EXPECT_THAT(w2->Await(), IsOk());
+}
+
+TEST_F(Waiting, ACallWhoseDeadlinePassesWhileItWaitsLeavesWithDeadlineExceeded) {
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 4 * kMiB}, nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(u, "c", 4 * kMiB);
+  std::unique_ptr<Outcome> w = AdmitWaiting(u, "c", kMiB, clock_.Now() + absl::Seconds(30));
+  clock_.Advance(absl::Seconds(31));
+  u.Wake();
+  EXPECT_THAT(w->Await(), StatusIs(absl::StatusCode::kDeadlineExceeded,
+                                   HasSubstr("deadline passed while it waited")));
+  EXPECT_EQ(u.waiting_calls(), 0u);
+  EXPECT_EQ(u.held_bytes("c"), 4 * kMiB);
+}
+
+TEST_F(Waiting, ACancelledCallLeavesTheWaitAndItsConnectionIsForgotten) {
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = 4 * kMiB}, nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(u, "c", 4 * kMiB);
+  std::unique_ptr<Outcome> w = AdmitWaiting(u, "c", kMiB);
+  w->cancelled.store(true);
+  u.Wake();
+  EXPECT_THAT(w->Await(), StatusIs(absl::StatusCode::kCancelled));
+  a = UnsentAnswers::Claim();
+  EXPECT_EQ(u.connections_for_test(), 0u);
+}
+
+TEST_F(Waiting, CallsStillWaitingWhenTheBoundGoesAreFinishedUnavailable) {
+  auto u = std::make_unique<UnsentAnswers>(
+      UnsentAnswers::Bounds{.total = 100 * kMiB, .per_connection = 4 * kMiB}, nullptr, &clock_);
+  UnsentAnswers::Claim a = TakeOk(*u, "c", 4 * kMiB);
+  std::unique_ptr<Outcome> w = AdmitWaiting(*u, "c", kMiB);
+  u.reset();
+  EXPECT_THAT(w->Await(), StatusIs(absl::StatusCode::kUnavailable));
+}
+
+TEST_F(Waiting, ManyThreadsWaitingOnOneConnectionAreAllAdmittedWithinTheBound) {
+  // Two answers of 1 to 3 MiB kept, then a third: past 5 MiB, some calls of every thread wait.
+  constexpr size_t kPerConnection = 5 * kMiB;
+  UnsentAnswers u({.total = 100 * kMiB, .per_connection = kPerConnection}, nullptr, &clock_);
+  constexpr int kThreads = 4;
+  constexpr int kCalls = 300;
+  std::atomic<int> waited{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&] {
+      // Each thread keeps its last two answers unsent; a call that waits has them sent first
+      // (as gRPC sends a connection's answers whatever its callers do).
+      std::deque<UnsentAnswers::Claim> unsent;
+      for (int i = 0; i < kCalls; ++i) {
+        Outcome o;
+        UnsentAnswers::Bound bound;
+        UnsentAnswers::Admission a = u.Admit(
+            "c", (i % 3 + 1) * kMiB, absl::InfiniteFuture(), &o.cancelled,
+            [&o](absl::StatusOr<UnsentAnswers::Claim> claim, UnsentAnswers::Bound) {
+              absl::MutexLock lock(&o.mu);
+              o.status = claim.status();
+              if (claim.ok()) {
+                o.claim = *std::move(claim);
+              }
+              o.done = true;
+            },
+            &bound);
+        ASSERT_THAT(a.status, IsOk());
+        if (a.waiting) {
+          waited.fetch_add(1);
+          unsent.clear();
+          ASSERT_THAT(o.Await(), IsOk());
+          absl::MutexLock lock(&o.mu);
+          unsent.push_back(std::move(o.claim));
+        } else {
+          unsent.push_back(std::move(a.claim));
+        }
+        EXPECT_LE(u.held_bytes("c"), kPerConnection);
+        if (unsent.size() > 2) {
+          unsent.pop_front();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) {
+    t.join();
+  }
+  EXPECT_EQ(u.held_bytes(), 0u);
+  EXPECT_EQ(u.waiting_calls(), 0u);
+  EXPECT_GT(waited.load(), 0);
 }
 
 }  // namespace
