@@ -13,7 +13,8 @@ def run(binary, port, data_path, concurrency, duration, max_recv="256MB"):
     """ghz at `concurrency` callers over min(concurrency, 8) connections for `duration` seconds,
     sending the JSON request(s) in `data_path` (an array: round robin)."""
     cmd = [binary, "--insecure", "--call", METHOD, "-D", data_path, "-c", str(concurrency),
-           "--connections", str(min(concurrency, 8)), "-z", f"{duration}s", "-t", "20s",
+           "--connections", str(min(concurrency, 8)), "-z", f"{duration}s",
+           "--duration-stop=wait", "-t", "20s",
            "--max-recv-message-size", max_recv, "-O", "json", f"127.0.0.1:{port}"]
     with tempfile.TemporaryFile() as out:
         subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, check=False)

@@ -51,7 +51,8 @@ def ghz(binary, port, ids, concurrency, connections, duration, timeout, rps=0, p
     data = json.dumps({"ids": ids})
     cmd = list(prefix) + [binary, "--insecure", "--call", METHOD, "-d", data,
                           "-c", str(concurrency), "--connections", str(connections),
-                          "-z", f"{duration}s", "-t", timeout, "-O", "json", f"127.0.0.1:{port}"]
+                          "-z", f"{duration}s", "--duration-stop=wait", "-t", timeout,
+                          "-O", "json", f"127.0.0.1:{port}"]
     if rps:
         cmd += ["--rps", str(int(rps))]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -45,7 +45,8 @@ def write_version(dir_, version, rows, dim, value):
 
 def ghz(binary, port, ids, concurrency, duration):
     cmd = [binary, "--insecure", "--call", METHOD, "-d", json.dumps({"table": "t", "ids": ids}),
-           "-c", str(concurrency), "-z", f"{duration}s", "-O", "json", f"127.0.0.1:{port}"]
+           "-c", str(concurrency), "-z", f"{duration}s", "--duration-stop=wait", "-O", "json",
+           f"127.0.0.1:{port}"]
     with tempfile.TemporaryFile() as out:
         subprocess.run(cmd, stdout=out, stderr=subprocess.DEVNULL, check=False)
         out.seek(0)

@@ -2,7 +2,7 @@
 
 Both services' files: embedding_service.proto (lookups) and embedding_admin.proto (row updates).
 
-Used by setup.py when the package is built, and by scripts/gen-python-stubs (stubs to ship to a
+Used by build_backend.py when the package is built, and by scripts/gen-python-stubs (stubs to ship to a
 host without protoc, e.g. the GPU host). Needs `protoc` and `grpc_python_plugin` on PATH
 (Debian: protobuf-compiler, protobuf-compiler-grpc).
 
@@ -22,9 +22,17 @@ DEFAULT_PROTO_ROOT = os.path.normpath(
     os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto"))
 
 
+# An unpacked sdist of the package carries the proto files in proto/, next to this file.
+SDIST_PROTO_ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "proto")
+
+
 def proto_root():
-    """$EMB_PROTO_ROOT, else the repository's proto/ folder."""
-    return os.environ.get("EMB_PROTO_ROOT", DEFAULT_PROTO_ROOT)
+    """$EMB_PROTO_ROOT, else the repository's proto/ folder, else an sdist's proto/."""
+    if "EMB_PROTO_ROOT" in os.environ:
+        return os.environ["EMB_PROTO_ROOT"]
+    if not os.path.isdir(DEFAULT_PROTO_ROOT) and os.path.isdir(SDIST_PROTO_ROOT):
+        return SDIST_PROTO_ROOT
+    return DEFAULT_PROTO_ROOT
 
 
 def generate(root, out_dir):

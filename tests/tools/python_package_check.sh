@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# The Python client as a package (client/python), installed as README.md says, without network,
-# into two fresh venvs on Debian's interpreter: one with --system-site-packages (grpcio, protobuf,
-# numpy and `wheel` from Debian), one plain venv without `wheel`, which sees Debian's grpcio,
-# protobuf and numpy alone through a .pth file (a venv into which a user installed them). The
-# README's command fails in the second without --no-use-pep517 ("invalid command 'bdist_wheel'",
-# issue 22, item 3). In each, the build generates the stubs, and the installed package, imported
-# from the venv and not from the source tree, gets the demo table's rows from the real server.
+# The Python client as a package (client/python), installed as README.md says, without network.
+# Its build backend (client/python/build_backend.py) needs no setuptools and no `wheel`, so the
+# same `pip install` works in any venv of Python 3.9+ (issue 40, item 3: `--no-use-pep517` failed
+# where the venv had no setuptools or wheel, e.g. a python3 on PATH that is not Debian's). Three
+# fresh venvs: Debian's interpreter with --system-site-packages (grpcio, protobuf and numpy from
+# Debian); Debian's interpreter, a plain venv with setuptools removed (as Python 3.12 makes them)
+# and no wheel, which sees Debian's grpcio, protobuf and numpy alone through a .pth file (a venv
+# into which a user installed them); and the first python3 on PATH where it is another install of
+# the same minor version (whose venvs see Debian's compiled grpcio the same way; skipped, saying
+# so, where there is none). In each, the build generates the stubs, and the installed package,
+# imported from the venv and not from the source tree, gets the demo table's rows from the real
+# server.
 #   python_package_check.sh SERVER
 source "$(dirname "$0")/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3  # Debian's interpreter, which sees python3-grpcio and python3-numpy
 "$PY" -m venv --help >/dev/null 2>&1 || fail "python3-venv is not installed"
 # The README's commands, as written there (checked, then run with Debian's python3).
-make_venv='python3 -m venv --system-site-packages venv'
-install='venv/bin/pip install --no-build-isolation --no-use-pep517 client/python'
+make_venv='/usr/bin/python3 -m venv --system-site-packages venv'
+install='venv/bin/pip install client/python'
 for line in "$make_venv" "$install"; do
   grep -qxF "$line" "$ROOT/README.md" || fail "README.md no longer says: $line"
   grep -qxF "$line" "$ROOT/client/python/README.md" ||
@@ -36,8 +41,20 @@ deps_pth() {
   echo "$WORK/debian-deps" >"$site/debian-deps.pth"
 }
 
+# OTHER: the first python3 on PATH, if it is not Debian's and has Debian's minor version.
+OTHER=$(command -v python3 || true)
+minor() { "$1" -c 'import sys; print("%d.%d" % sys.version_info[:2])'; }
+prefix() { "$1" -c 'import sys; print(sys.prefix)'; }
+if [[ -z $OTHER || $(prefix "$OTHER") == "$(prefix "$PY")" ||
+      $(minor "$OTHER") != "$(minor "$PY")" ]]; then
+  echo "python package: no other python3 $(minor "$PY") on PATH; that venv is skipped"
+  OTHER=""
+fi
+kinds=(system-site-packages bare)
+[[ -z $OTHER ]] || kinds+=(other-python)
+
 start_server "$1" --demo_table=3000x20 --demo_seed=11 --drain_seconds=0
-for kind in system-site-packages no-wheel; do
+for kind in "${kinds[@]}"; do
   # A copy with the same layout (client/python next to proto/): pip builds in the tree it is
   # given, and the source tree stays as it is.
   src=$WORK/$kind/src
@@ -48,12 +65,15 @@ for kind in system-site-packages no-wheel; do
   [[ ! -e $src/client/python/embedding ]] || fail "generated stubs are in the source tree"
   cd "$src"
   if [[ $kind == system-site-packages ]]; then
-    ${make_venv/#python3/$PY} || fail "$make_venv failed"
-    venv/bin/python -c 'import wheel' 2>/dev/null ||
-      fail "no wheel in the $kind venv (python3-wheel: scripts/install-deps)"
+    $make_venv || fail "$make_venv failed"
   else
-    "$PY" -m venv venv || fail "python3 -m venv venv failed"
+    [[ $kind == bare ]] && python=$PY || python=$OTHER
+    "$python" -m venv venv || fail "$python -m venv venv failed"
     deps_pth venv
+    if [[ $kind == bare ]]; then
+      venv/bin/pip uninstall -q -y setuptools >/dev/null 2>&1 || true
+      ! venv/bin/python -c 'import setuptools' 2>/dev/null || fail "setuptools is in the $kind venv"
+    fi
     ! venv/bin/python -c 'import wheel' 2>/dev/null || fail "wheel is in the $kind venv"
   fi
   venv/bin/python -c 'import grpc, google.protobuf, numpy' || fail "$kind venv misses a dependency"
