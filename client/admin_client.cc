@@ -11,6 +11,18 @@ namespace {
 
 namespace pb = ::embedding::v1;
 
+// FromGrpcStatus, saying what UNIMPLEMENTED means here: gRPC answers a call of a service the
+// server does not have with UNIMPLEMENTED and no text.
+absl::Status FromAdminStatus(const grpc::Status& status) {
+  if (status.error_code() != grpc::StatusCode::UNIMPLEMENTED) {
+    return FromGrpcStatus(status);
+  }
+  return absl::UnimplementedError(absl::StrCat(
+      kNoAdminService, status.error_message().empty()
+                           ? ""
+                           : absl::StrCat(" (it said: ", status.error_message(), ")")));
+}
+
 }  // namespace
 
 std::string EncodeRows(absl::Span<const float> values, DataType dtype) {
@@ -197,7 +209,7 @@ void RowWriter::OnReadDone(bool ok) {
 
 void RowWriter::OnDone(const grpc::Status& grpc_status) {
   absl::MutexLock lock(&mu_);
-  absl::Status status = FromGrpcStatus(grpc_status);
+  absl::Status status = FromAdminStatus(grpc_status);
   if (error_.has_value()) {
     status = *error_;
   } else if (status.ok() && !in_flight_.empty()) {
@@ -267,7 +279,7 @@ absl::StatusOr<SavedVersion> AdminClient::SaveTable(absl::string_view table,
   request.set_table(std::string(table));
   pb::SaveTableResponse response;
   if (grpc::Status s = stub_->SaveTable(&ctx, request, &response); !s.ok()) {
-    return FromGrpcStatus(s);
+    return FromAdminStatus(s);
   }
   SavedVersion saved;
   saved.table = std::move(*response.mutable_table());
@@ -294,7 +306,7 @@ absl::StatusOr<LoadedVersion> AdminClient::LoadVersion(absl::string_view table, 
   request.set_version(version);
   pb::LoadVersionResponse response;
   if (grpc::Status s = stub_->LoadVersion(&ctx, request, &response); !s.ok()) {
-    return FromGrpcStatus(s);
+    return FromAdminStatus(s);
   }
   LoadedVersion loaded;
   loaded.table = std::move(*response.mutable_table());

@@ -4,7 +4,9 @@
 //
 // As in EmbeddingClient, every call takes a timeout, which becomes the RPC's deadline (for a
 // RowWriter: the deadline of its whole stream), and errors come back as absl::Status with the
-// server's gRPC code unchanged. AdminClient and RowWriter are thread-safe.
+// server's gRPC code unchanged. An address without the admin service (a server's lookup port)
+// answers UNIMPLEMENTED, whose message is then kNoAdminService. AdminClient and RowWriter are
+// thread-safe.
 #ifndef EMB_CLIENT_ADMIN_CLIENT_H_
 #define EMB_CLIENT_ADMIN_CLIENT_H_
 
@@ -31,6 +33,12 @@
 #include "kernels/data_type.h"
 
 namespace emb::client {
+
+// The message of an UNIMPLEMENTED answer: gRPC's own has no text.
+inline constexpr char kNoAdminService[] =
+    "this address serves no admin service (embedding.v1.EmbeddingAdminService): "
+    "embedding-server serves it only on the port of its --admin_address, not on its lookup port "
+    "(--grpc_address)";
 
 // One UpdateRows message: rows to write over rows `ids` of `table` (empty: the server's default
 // table). `rows` holds ids.size() rows of the table's dim elements of `dtype`, little-endian,

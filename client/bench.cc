@@ -123,6 +123,9 @@ absl::StatusOr<BenchReport> RunBench(const BenchConfig& config) {
   for (const auto& [code, n] : stats.codes) {
     report.codes[absl::StatusCodeToString(static_cast<absl::StatusCode>(code))] = n;
   }
+  for (const auto& [code, message] : stats.first_messages) {
+    report.first_messages[absl::StatusCodeToString(static_cast<absl::StatusCode>(code))] = message;
+  }
   return report;
 }
 

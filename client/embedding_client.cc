@@ -4,11 +4,14 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "client/call_deadline.h"
 #include "proto/convert/data_type_proto.h"
 
@@ -91,6 +94,37 @@ grpc::ChannelArguments DefaultChannelArguments(int connection_id) {
     args.SetInt("emb.connection_id", connection_id);
   }
   return args;
+}
+
+std::string TargetWithDefaultPort(absl::string_view target, int port) {
+  absl::string_view host = target;  // the part that may end in ":port"
+  if (absl::ConsumePrefix(&host, "dns:")) {
+    if (absl::ConsumePrefix(&host, "//")) {  // dns://AUTHORITY/HOST
+      const size_t slash = host.find('/');
+      if (slash == absl::string_view::npos) {
+        return std::string(target);
+      }
+      host.remove_prefix(slash + 1);
+    }
+  } else if (absl::StrContains(host, "://") || absl::StartsWith(host, "unix:") ||
+             absl::StartsWith(host, "unix-abstract:") || absl::StartsWith(host, "ipv4:") ||
+             absl::StartsWith(host, "ipv6:") || absl::StartsWith(host, "vsock:")) {
+    return std::string(target);
+  }
+  if (host.empty()) {
+    return std::string(target);
+  }
+  bool has_port;
+  if (host.front() == '[') {
+    has_port = absl::StrContains(host, "]:");
+  } else {
+    const auto colons = std::count(host.begin(), host.end(), ':');
+    if (colons > 1) {
+      return std::string(target);  // a bare IPv6 address: no port can be told from it
+    }
+    has_port = colons == 1;
+  }
+  return has_port ? std::string(target) : absl::StrCat(target, ":", port);
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,

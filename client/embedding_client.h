@@ -159,6 +159,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& target,
                                              const std::optional<TlsOptions>& tls,
                                              grpc::ChannelArguments args);
 
+// `target` with ":`port`" added where it names a host without a port, for which gRPC would dial
+// 443 (HTTPS's port): "localhost" -> "localhost:50051", "dns:///emb.ns.svc" ->
+// "dns:///emb.ns.svc:50051", "[::1]" -> "[::1]:50051". Any other target is returned as it is: one
+// with a port, a bare IPv6 address, "unix:", "ipv4:" and "ipv6:" lists, other schemes.
+std::string TargetWithDefaultPort(absl::string_view target, int port);
+
 // CreateChannel(target, std::nullopt, connection_id).
 std::shared_ptr<grpc::Channel> CreateInsecureChannel(const std::string& target,
                                                      int connection_id = -1);

@@ -19,11 +19,13 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,7 +67,9 @@ std::string AbslUnparseFlag(FlagDuration d) { return absl::FormatDuration(d.valu
 
 using emb::client::FlagDuration;
 
-ABSL_FLAG(std::string, target, "localhost:50051", "Server address, host:port.");
+ABSL_FLAG(std::string, target, "localhost:50051",
+          "Server address, host:port; a host without a port means port 50051 (gRPC alone would "
+          "dial 443).");
 ABSL_FLAG(std::vector<std::string>, shards, {},
           "lookup: the targets of a sharded table's servers (--shard=K/N), shard 0 first, "
           "e.g. dns:///emb-shard-0.ns.svc:50051,dns:///emb-shard-1.ns.svc:50051; each shard's "
@@ -88,7 +92,8 @@ ABSL_FLAG(std::string, tls_server_name, "",
 ABSL_FLAG(
     std::string, admin_target, "localhost:50052",
     "update, replay, save, pin: address of the server's admin listener (its --admin_address), "
-    "host:port.");
+    "host:port; a host without a port means port 50052. A server's lookup port (--target) "
+    "serves no admin service.");
 ABSL_FLAG(
     bool, admin_tls, false,
     "update, replay, save, pin: speak TLS to --admin_target (implied by any --admin_tls_* flag); "
@@ -125,6 +130,9 @@ ABSL_FLAG(std::vector<std::string>, offsets, {},
 ABSL_FLAG(std::vector<std::string>, lengths, {},
           "lookup, with --pooling: the number of ids of each bag, e.g. 3,2 (instead of "
           "--offsets).");
+ABSL_FLAG(bool, exact, false,
+          "lookup: print each value with 9 significant digits (%.9g), enough to read back the "
+          "same float32, instead of 6.");
 ABSL_FLAG(std::vector<std::string>, weights, {},
           "lookup, with --pooling=sum: one weight per id, e.g. 0.5,1,2; each row is multiplied "
           "by its id's weight.");
@@ -140,7 +148,8 @@ ABSL_FLAG(
 ABSL_FLAG(int64_t, sequence, 0,
           "update: sequence number of the (first) message; it must be greater than the table's "
           "last applied one. 0: one more than the table's sequence as ListTables on --target "
-          "reports it (for a single publisher).");
+          "reports it (for a single publisher; --target must then be the lookup address of the "
+          "server of --admin_target, whose admin service cannot report it).");
 ABSL_FLAG(int64_t, rows_per_message, 0,
           "update: if > 0, send the rows in messages of at most this many, on one stream, with "
           "sequences --sequence, --sequence + 1, ...; 0: one message.");
@@ -190,8 +199,11 @@ constexpr char kUsage[] =
     "\n"
     "Commands:\n"
     "  lookup ID...     look up rows (or --ids_file); prints shape, dtype and one row per id\n"
-    "                   (put negative ids after --, e.g. lookup -- -1); with --pooling=sum|mean\n"
-    "                   one row per bag (--offsets, --lengths, or the last axis of --shape);\n"
+    "                   (6 significant digits; --exact: 9, enough to round-trip a float32);\n"
+    "                   negative ids go after --, e.g. lookup -- 3 -1 (before it, -1 reads as\n"
+    "                   a flag; the server answers INVALID_ARGUMENT naming it);\n"
+    "                   with --pooling=sum|mean one row per bag (--offsets, --lengths, or\n"
+    "                   the last axis of --shape);\n"
     "                   with --shards, from a table split over servers (not pooled)\n"
     "  tables           list the server's tables (dtype int8_rowwise or int4_rowwise for a\n"
     "                   quantized one; bytes: what its rows take; where: device, or host+cache\n"
@@ -214,6 +226,19 @@ constexpr char kUsage[] =
     "  unpin            the same as pin 0\n"
     "  bench            load generator; prints req/s, ids/s, payload MB/s, latency percentiles\n"
     "                   and status counts (--json: one JSON object)\n";
+
+// The ports of a --target and an --admin_target that name none (TargetWithDefaultPort): the
+// lookup port of the server's default --grpc_address, and the port of --admin_target's default.
+constexpr int kLookUpPort = 50051;
+constexpr int kAdminPort = 50052;
+
+std::string LookUpTarget() {
+  return TargetWithDefaultPort(absl::GetFlag(FLAGS_target), kLookUpPort);
+}
+
+std::string AdminTarget() {
+  return TargetWithDefaultPort(absl::GetFlag(FLAGS_admin_target), kAdminPort);
+}
 
 absl::StatusOr<std::optional<DataType>> DtypeFromFlag() {
   const std::string name = absl::GetFlag(FLAGS_dtype);
@@ -379,7 +404,11 @@ std::string FailedCalls(const BenchReport& report) {
   for (const auto& [code, n] : report.codes) {
     if (code != "OK") {
       failed += n;
-      codes.push_back(absl::StrCat(code, " ", n));
+      const auto message = report.first_messages.find(code);
+      codes.push_back(absl::StrCat(code, " ", n,
+                                   message == report.first_messages.end()
+                                       ? ""
+                                       : absl::StrCat(" (first: \"", message->second, "\")")));
     }
   }
   if (failed == 0) {
@@ -393,6 +422,16 @@ std::string FailedCalls(const BenchReport& report) {
 int Fail(absl::string_view command, const absl::Status& status) {
   std::cerr << "embedding-client " << command << ": " << status << "\n";
   return 1;
+}
+
+// Fail for a call to --admin_target, naming it where it serves no admin service (AdminClient's
+// UNIMPLEMENTED, whose message says where the admin service is).
+int FailAdmin(absl::string_view command, const absl::Status& status) {
+  if (status.code() != absl::StatusCode::kUnimplemented) {
+    return Fail(command, status);
+  }
+  return Fail(command, absl::Status(status.code(), absl::StrCat("--admin_target=", AdminTarget(),
+                                                                ": ", status.message())));
 }
 
 // One LookUp: EmbeddingClient's, or ShardedClient's over --shards.
@@ -435,6 +474,7 @@ int LookUpCommand(LookUpCall look_up, const std::vector<std::string>& args) {
   const int64_t dim = result->shape.back();
   // One line a row: "ID: values" for a row per id, "bag B: values" for a pooled bag.
   const bool pooled = spec.pooling != Pooling::kNone;
+  const bool exact = absl::GetFlag(FLAGS_exact);
   for (size_t row = 0; dim > 0 && (row + 1) * dim <= values.size(); ++row) {
     if (pooled) {
       absl::StrAppend(&out, "bag ", row, ":");
@@ -442,7 +482,11 @@ int LookUpCommand(LookUpCall look_up, const std::vector<std::string>& args) {
       absl::StrAppend(&out, row < spec.ids.size() ? absl::StrCat(spec.ids[row]) : "?", ":");
     }
     for (int64_t j = 0; j < dim; ++j) {
-      absl::StrAppend(&out, " ", values[row * dim + j]);
+      if (exact) {
+        absl::StrAppendFormat(&out, " %.9g", values[row * dim + j]);
+      } else {
+        absl::StrAppend(&out, " ", values[row * dim + j]);
+      }
     }
     absl::StrAppend(&out, "\n");
   }
@@ -613,8 +657,7 @@ absl::StatusOr<TableInfo> TableOnTarget(const std::string& table,
                                         const std::optional<TlsOptions>& tls,
                                         absl::string_view why) {
   absl::StatusOr<std::vector<TableInfo>> tables =
-      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), tls)
-          ->ListTables(absl::GetFlag(FLAGS_timeout).value);
+      EmbeddingClient::Connect(LookUpTarget(), tls)->ListTables(absl::GetFlag(FLAGS_timeout).value);
   if (!tables.ok()) {
     return absl::Status(tables.status().code(), absl::StrCat(why, tables.status().message()));
   }
@@ -629,22 +672,54 @@ absl::StatusOr<TableInfo> TableOnTarget(const std::string& table,
       absl::StrCat("--target has no table \"", table, "\"; it has: ", absl::StrJoin(names, ", ")));
 }
 
+// Where a stream's first sequence came from, when read from ListTables on --target (the admin
+// service cannot report it): `table`'s sequence there.
+struct SequenceSource {
+  std::string table;
+  int64_t sequence = 0;
+};
+
+// `status` of a stream whose sequences start one above `source`: a refused sequence
+// (FAILED_PRECONDITION) says where the table's sequence was read, which may be another server
+// than --admin_target's (issue 40: --target's default, with only --admin_target given).
+absl::Status WithSequenceSource(const absl::Status& status,
+                                const std::optional<SequenceSource>& source,
+                                const std::set<std::string>& flags_given) {
+  if (status.code() != absl::StatusCode::kFailedPrecondition || !source.has_value()) {
+    return status;
+  }
+  return absl::Status(
+      status.code(),
+      absl::StrCat(status.message(), "; the first sequence sent, ", source->sequence + 1,
+                   ", was one more than table ", source->table, "'s sequence ", source->sequence,
+                   " as ListTables on --target=", LookUpTarget(),
+                   flags_given.count("target") == 0 ? " (its default)" : "",
+                   " reports it: if that is not the lookup address of the server of "
+                   "--admin_target=",
+                   AdminTarget(), ", give its lookup address as --target, or give --sequence"));
+}
+
 // The sequence the first message gets: --sequence, or one more than the table's last applied
-// one as ListTables on --target reports it.
+// one as ListTables on --target reports it (then set in `source`).
 absl::StatusOr<int64_t> FirstSequence(const std::string& table,
-                                      const std::optional<TlsOptions>& tls) {
+                                      const std::optional<TlsOptions>& tls,
+                                      std::optional<SequenceSource>* source) {
   if (const int64_t sequence = absl::GetFlag(FLAGS_sequence); sequence != 0) {
     return sequence;
   }
-  absl::StatusOr<TableInfo> info = TableOnTarget(
-      table, tls, "reading the table's sequence from --target (give --sequence to skip it): ");
+  absl::StatusOr<TableInfo> info =
+      TableOnTarget(table, tls,
+                    absl::StrCat("reading the table's sequence from --target=", LookUpTarget(),
+                                 " (give --sequence to skip it): "));
   if (!info.ok()) {
     return info.status();
   }
+  *source = SequenceSource{info->name, info->sequence};
   return info->sequence + 1;
 }
 
-int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls) {
+int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls,
+                  const std::set<std::string>& flags_given) {
   if (!args.empty()) {
     return Fail("update", absl::InvalidArgumentError("takes no arguments, only flags"));
   }
@@ -671,12 +746,12 @@ int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsO
     return Fail("update", admin_tls.status());
   }
   const std::string table = absl::GetFlag(FLAGS_table);
-  absl::StatusOr<int64_t> sequence = FirstSequence(table, tls);
+  std::optional<SequenceSource> source;
+  absl::StatusOr<int64_t> sequence = FirstSequence(table, tls, &source);
   if (!sequence.ok()) {
     return Fail("update", sequence.status());
   }
-  std::unique_ptr<AdminClient> admin =
-      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls);
+  std::unique_ptr<AdminClient> admin = AdminClient::Connect(AdminTarget(), *admin_tls);
   absl::StatusOr<std::unique_ptr<RowWriter>> writer =
       admin->OpenWriter(absl::GetFlag(FLAGS_timeout).value);
   if (!writer.ok()) {
@@ -712,7 +787,7 @@ int UpdateCommand(const std::vector<std::string>& args, const std::optional<TlsO
   std::cout << out;
   std::cout.flush();
   if (!status.ok()) {
-    return Fail("update", status);
+    return FailAdmin("update", WithSequenceSource(status, source, flags_given));
   }
   return 0;
 }
@@ -781,7 +856,8 @@ absl::StatusOr<RowUpdate> ReadLogMessage(const std::string& prefix, const std::s
 // "replayed N messages, sequences A..B; table T now at sequence B". A missing SEQ after S (the
 // log lost a message) stops it before that one: the messages before it are sent, and it exits 1
 // naming it. A log with nothing above S sends nothing and says so.
-int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls) {
+int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls,
+                  const std::set<std::string>& flags_given) {
   if (!args.empty()) {
     return Fail("replay", absl::InvalidArgumentError("takes no arguments, only flags"));
   }
@@ -798,8 +874,9 @@ int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsO
     return Fail("replay", log.status());
   }
   const std::string table = absl::GetFlag(FLAGS_table);
-  absl::StatusOr<TableInfo> info =
-      TableOnTarget(table, tls, "reading the table's sequence from --target: ");
+  absl::StatusOr<TableInfo> info = TableOnTarget(
+      table, tls,
+      absl::StrCat("reading the table's sequence from --target=", LookUpTarget(), ": "));
   if (!info.ok()) {
     return Fail("replay", info.status());
   }
@@ -811,8 +888,7 @@ int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsO
         log->empty() ? "none" : absl::StrCat(log->rbegin()->first), ": nothing to replay\n");
     return 0;
   }
-  std::unique_ptr<AdminClient> admin =
-      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls);
+  std::unique_ptr<AdminClient> admin = AdminClient::Connect(AdminTarget(), *admin_tls);
   absl::StatusOr<std::unique_ptr<RowWriter>> writer =
       admin->OpenWriter(absl::GetFlag(FLAGS_timeout).value);
   if (!writer.ok()) {
@@ -858,7 +934,8 @@ int ReplayCommand(const std::vector<std::string>& args, const std::optional<TlsO
   std::cout << out;
   std::cout.flush();
   if (!status.ok()) {
-    return Fail("replay", status);
+    return FailAdmin("replay",
+                     WithSequenceSource(status, SequenceSource{info->name, from}, flags_given));
   }
   if (!stopped.ok()) {
     return Fail("replay", stopped);
@@ -876,10 +953,10 @@ int SaveCommand(const std::vector<std::string>& args) {
     return Fail("save", admin_tls.status());
   }
   absl::StatusOr<SavedVersion> saved =
-      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls)
+      AdminClient::Connect(AdminTarget(), *admin_tls)
           ->SaveTable(absl::GetFlag(FLAGS_table), absl::GetFlag(FLAGS_timeout).value);
   if (!saved.ok()) {
-    return Fail("save", saved.status());
+    return FailAdmin("save", saved.status());
   }
   std::cout << absl::StrCat("table ", saved->table, " version ", saved->version, " sequence ",
                             saved->sequence, " path ", saved->path, " bytes ", saved->bytes, "\n");
@@ -905,10 +982,10 @@ int PinCommand(const std::string& command, const std::vector<std::string>& args)
     return Fail(command, admin_tls.status());
   }
   absl::StatusOr<LoadedVersion> loaded =
-      AdminClient::Connect(absl::GetFlag(FLAGS_admin_target), *admin_tls)
+      AdminClient::Connect(AdminTarget(), *admin_tls)
           ->LoadVersion(absl::GetFlag(FLAGS_table), version, absl::GetFlag(FLAGS_timeout).value);
   if (!loaded.ok()) {
-    return Fail(command, loaded.status());
+    return FailAdmin(command, loaded.status());
   }
   std::cout << absl::StrCat("table ", loaded->table, " version ", loaded->version, " sequence ",
                             loaded->sequence, " pinned ", loaded->pinned ? "true" : "false", "\n");
@@ -943,7 +1020,7 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
     return Fail("bench", absl::InvalidArgumentError("takes no arguments, only flags"));
   }
   BenchConfig config;
-  config.target = absl::GetFlag(FLAGS_target);
+  config.target = LookUpTarget();
   config.tls = std::move(tls);
   config.connections = absl::GetFlag(FLAGS_connections);
   config.concurrency = absl::GetFlag(FLAGS_concurrency);
@@ -985,6 +1062,7 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
     if (absl::Status s = ApplyGhzConfig(*file, flags_given, &config); !s.ok()) {
       return Fail("bench", s);
     }
+    config.target = TargetWithDefaultPort(config.target, kLookUpPort);  // the file's "host"
   }
   absl::StatusOr<BenchReport> report = RunBench(config);
   if (!report.ok()) {
@@ -1000,7 +1078,44 @@ int BenchCommand(const std::vector<std::string>& args, std::optional<TlsOptions>
   return 0;
 }
 
+// Whether `arg` is a flag of ours that takes the next argument as its value ("--sequence 5"):
+// not a bool, and given without "=".
+bool TakesNextArgument(absl::string_view arg) {
+  if (!absl::ConsumePrefix(&arg, "-")) {
+    return false;
+  }
+  absl::ConsumePrefix(&arg, "-");
+  if (arg.empty() || absl::StrContains(arg, '=')) {
+    return false;
+  }
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(arg);
+  return flag != nullptr && !flag->IsOfType<bool>();
+}
+
+// The first argument before any "--" that is a negative integer ("-1"), which Abseil would read as
+// an unknown flag "1"; nullptr if none. The value of a flag ("--sequence -5") is not an id.
+const char* NegativeIdBeforeDashDash(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") {
+      break;
+    }
+    int64_t id;
+    const bool value_of_option = i > 1 && TakesNextArgument(argv[i - 1]);
+    if (arg.size() > 1 && arg[0] == '-' && absl::ascii_isdigit(arg[1]) &&
+        absl::SimpleAtoi(arg, &id) && !value_of_option) {
+      return argv[i];
+    }
+  }
+  return nullptr;
+}
+
 int Main(int argc, char** argv) {
+  if (const char* id = NegativeIdBeforeDashDash(argc, argv); id != nullptr) {
+    std::cerr << "embedding-client: " << id << " would be read as a flag; put negative ids after "
+              << "--, e.g. embedding-client lookup -- " << id << "\n";
+    return 1;
+  }
   const std::set<std::string> flags_given = FlagsOnCommandLine(argc, argv);
   std::vector<char*> positional = emb::service::ParseFlags(argc, argv, kUsage, "client/main.cc");
   if (positional.size() < 2) {
@@ -1017,10 +1132,10 @@ int Main(int argc, char** argv) {
     return BenchCommand(args, *std::move(tls), flags_given);
   }
   if (command == "update") {
-    return UpdateCommand(args, *tls);
+    return UpdateCommand(args, *tls, flags_given);
   }
   if (command == "replay") {
-    return ReplayCommand(args, *tls);
+    return ReplayCommand(args, *tls, flags_given);
   }
   if (command == "save") {
     return SaveCommand(args);
@@ -1028,7 +1143,10 @@ int Main(int argc, char** argv) {
   if (command == "pin" || command == "unpin") {
     return PinCommand(command, args);
   }
-  if (const std::vector<std::string> shards = absl::GetFlag(FLAGS_shards); !shards.empty()) {
+  if (std::vector<std::string> shards = absl::GetFlag(FLAGS_shards); !shards.empty()) {
+    for (std::string& shard : shards) {
+      shard = TargetWithDefaultPort(shard, kLookUpPort);
+    }
     if (command != "lookup") {
       return Fail(command, absl::InvalidArgumentError("--shards is for lookup only"));
     }
@@ -1041,8 +1159,7 @@ int Main(int argc, char** argv) {
                              absl::Duration timeout) { return (*sharded)->LookUp(spec, timeout); },
                          args);
   }
-  std::unique_ptr<EmbeddingClient> client =
-      EmbeddingClient::Connect(absl::GetFlag(FLAGS_target), *tls);
+  std::unique_ptr<EmbeddingClient> client = EmbeddingClient::Connect(LookUpTarget(), *tls);
   if (command == "lookup") {
     return LookUpCommand([&](const LookUpRequestSpec& spec,
                              absl::Duration timeout) { return client->LookUp(spec, timeout); },

@@ -36,7 +36,10 @@ absl::StatusOr<ShardSplit> SplitIds(absl::Span<const int64_t> ids, const ShardLa
   split.positions.resize(n);
   for (size_t i = 0; i < ids.size(); ++i) {
     const int64_t id = ids[i];
-    if (id < 0 || id >= layout.whole_rows) {
+    if (id < 0) {  // as a server answers it
+      return absl::InvalidArgumentError(absl::StrCat("ids[", i, "] = ", id, " is negative"));
+    }
+    if (id >= layout.whole_rows) {
       return absl::OutOfRangeError(absl::StrCat(
           "ids[", i, "] = ", id, " is out of range for table '", layout.table, "' with ",
           layout.whole_rows, " rows over ", n, " shards (valid: 0..", layout.whole_rows - 1, ")"));

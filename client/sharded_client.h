@@ -80,9 +80,10 @@ class ShardedClient {
   // Looks up `spec.ids` (global ids of the whole table, row-major over `spec.shape`) across the
   // shards, as EmbeddingClient::LookUp does on one server. Without calling: INVALID_ARGUMENT for
   // a timeout that is not positive and finite, UNIMPLEMENTED for a pooled lookup (pool on one
-  // server, or pool the rows yourself), OUT_OF_RANGE naming the first id outside the whole
-  // table. A shard's failure comes back with its own code and "shard K of N (TARGET): " before
-  // its message; where several fail, the lowest shard's, with the number of others.
+  // server, or pool the rows yourself); naming the first id outside the whole table, as a
+  // server answers it: INVALID_ARGUMENT for a negative id, OUT_OF_RANGE for one past the table. A
+  // shard's failure comes back with its own code and "shard K of N (TARGET): " before its message;
+  // where several fail, the lowest shard's, with the number of others.
   absl::StatusOr<LookUpResult> LookUp(const LookUpRequestSpec& spec, absl::Duration timeout);
 
   // The table's split (learned from the shards' ListTables on first use, then kept).

@@ -8,9 +8,12 @@
 // Element j is scale * q[j] + bias, computed in float32 as a product rounded and then a sum
 // rounded (no fused multiply-add, so that the CPU and the GPU agree to the bit).
 //
-// Quantization (QuantizeRow, host only) picks the bias at or below the row's smallest value and the
-// scale so that bias + (levels - 1) * scale reaches its largest: every element is then within scale
-// / 2 of its original, before float32's own rounding of the dequantization:
+// Quantization (QuantizeRow, host only) gives every element the level whose dequantized value is
+// nearest, on levels whose scale is at most the row's step (largest - smallest) / (levels - 1):
+// every element is within half a step of its original, plus float32's rounding of the
+// dequantization. Where the stored scale and bias cannot centre such levels on the row (int4's
+// float16 bias on a row narrower than about 1/64 of its magnitude), the bias is at or below the
+// smallest value and the scale larger: within half of that scale. See
 // kernels/quantize_rows.h. Thread-safe (no state). No Abseil: nvcc includes this header.
 #ifndef EMB_KERNELS_QUANTIZE_H_
 #define EMB_KERNELS_QUANTIZE_H_

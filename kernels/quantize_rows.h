@@ -12,8 +12,10 @@
 namespace emb {
 
 // Writes `dim` float32 values as one row of the quantized type `t` at `out` (RowBytes(t, dim)
-// bytes). INVALID_ARGUMENT for a value that is NaN or infinite, or (int4, whose scale and bias are
-// float16) a row whose values or range exceed float16's.
+// bytes): each element within half of the row's step, (largest - smallest) / (levels - 1), of
+// its original, as kernels/quantize.h says (and where not possible, half its stored scale).
+// INVALID_ARGUMENT for a value that is NaN or infinite, or (int4, whose scale and bias are float16)
+// a row whose values or range exceed float16's.
 absl::Status QuantizeRow(const float* values, int64_t dim, DataType t, std::byte* out);
 
 // Writes `rows` rows of `dim` elements of the value type `in_type` as rows of `table_type` (a

@@ -172,8 +172,9 @@ ABSL_FLAG(double, version_poll_seconds, 0,
 ABSL_FLAG(int64_t, admin_max_message_bytes, int64_t{64} << 20,
           "The largest UpdateRows message the admin listener reads, in bytes.");
 ABSL_FLAG(double, drain_seconds, 5,
-          "On SIGTERM, SIGINT or SIGHUP: seconds to keep serving with health NOT_SERVING before "
-          "shutdown.");
+          "On SIGTERM, SIGINT (Ctrl-C) or SIGHUP: seconds to keep serving with health "
+          "NOT_SERVING before shutdown, so that load balancers stop sending calls; 0: shut down at "
+          "once (Ctrl-C then ends the server promptly, as on a developer's machine).");
 ABSL_FLAG(double, shutdown_timeout_seconds, 10,
           "After draining: seconds to finish calls in progress before they are cancelled.");
 
@@ -428,7 +429,7 @@ int main(int argc, char** argv) {
       ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc), &chain);
   if (!args.ok()) {
     LogError("stopping: ", args.status().message());
-    return 2;
+    return 1;
   }
   emb::service::ParseFlags(
       argc, argv,
@@ -474,7 +475,7 @@ int main(int argc, char** argv) {
   absl::StatusOr<emb::service::ServerConfig> config = ConfigFromFlags(table_flags);
   if (!config.ok()) {
     LogError("stopping: ", config.status().message());
-    return 2;
+    return 1;
   }
   config->before_serving = [stop] {
     absl::MutexLock lock(&stop->mu);

@@ -35,17 +35,22 @@ std::string FormatBenchJson(const BenchReport& r) {
   for (const auto& [name, n] : r.codes) {
     absl::StrAppend(&codes, codes.empty() ? "" : ",", JsonString(name), ":", n);
   }
+  std::string first_messages;
+  for (const auto& [name, message] : r.first_messages) {
+    absl::StrAppend(&first_messages, first_messages.empty() ? "" : ",", JsonString(name), ":",
+                    JsonString(message));
+  }
   const LatencySummary& l = r.latency;
   return absl::StrFormat(
       "{\"requests\":%d,\"duration_s\":%.6f,\"rps\":%.3f,\"ids_per_s\":%.3f,"
       "\"payload_mb_per_s\":%.6f,\"latency_us\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,"
       "\"p999\":%.3f,\"max\":%.3f,\"mean\":%.3f},\"ok_latency_us\":{\"p50\":%.3f,"
-      "\"p99\":%.3f,\"max\":%.3f},\"unsent\":%d,\"codes\":{%s},\"table\":%s,\"rows\":%d,\"dim\":%"
-      "d}",
+      "\"p99\":%.3f,\"max\":%.3f},\"unsent\":%d,\"codes\":{%s},\"first_messages\":{%s},"
+      "\"table\":%s,\"rows\":%d,\"dim\":%d}",
       r.requests, r.duration_s, r.rps(), r.ids_per_s(), r.payload_mb_per_s(), Micros(l.p50),
       Micros(l.p90), Micros(l.p99), Micros(l.p999), Micros(l.max), Micros(l.mean),
       Micros(r.ok_latency.p50), Micros(r.ok_latency.p99), Micros(r.ok_latency.max), r.unsent, codes,
-      JsonString(r.table), r.rows, r.dim);
+      first_messages, JsonString(r.table), r.rows, r.dim);
 }
 
 std::string FormatBenchText(const BenchConfig& c, const BenchReport& r) {
@@ -94,6 +99,9 @@ std::string FormatBenchText(const BenchConfig& c, const BenchReport& r) {
     absl::StrAppend(&out, " ", name, " ", n);
   }
   absl::StrAppend(&out, "\n");
+  for (const auto& [name, message] : r.first_messages) {
+    absl::StrAppend(&out, "  ", name, ": ", message.empty() ? "(no message)" : message, "\n");
+  }
   return out;
 }
 

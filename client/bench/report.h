@@ -33,6 +33,9 @@ struct BenchReport {
   int64_t unsent = 0;
   // Calls per final status, keyed by the google.rpc.Code name ("OK", "UNAVAILABLE", ...).
   std::map<std::string, int64_t> codes;
+  // For each code of `codes` but OK, the message of one call that ended with it (the first that
+  // a slot saw), as ghz shows them: "id 100000 out of range ...".
+  std::map<std::string, std::string> first_messages;
 
   double rps() const { return PerSecond(requests); }
   double ids_per_s() const { return PerSecond(ok_ids); }
@@ -44,7 +47,8 @@ struct BenchReport {
 };
 
 // One JSON object on one line: requests, duration_s, rps, ids_per_s, payload_mb_per_s,
-// latency_us {p50, p90, p99, p999, max, mean}, codes {"OK": n, ...}, and table, rows, dim.
+// latency_us {p50, p90, p99, p999, max, mean}, codes {"OK": n, ...}, first_messages {"CODE":
+// "message", ...} (the codes but OK), and table, rows, dim.
 std::string FormatBenchJson(const BenchReport& report);
 // A few lines for people.
 std::string FormatBenchText(const BenchConfig& config, const BenchReport& report);

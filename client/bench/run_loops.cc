@@ -90,6 +90,9 @@ void CallStats::Add(absl::Duration latency, absl::Duration sent_latency, int64_t
                     int64_t num_ids) {
   latencies.Record(latency);
   ++codes[status.error_code()];
+  if (!status.ok() && first_messages.count(status.error_code()) == 0) {
+    first_messages.emplace(status.error_code(), status.error_message());
+  }
   if (status.ok()) {
     ok_latencies.Record(sent_latency);
     ok_ids += num_ids;
@@ -103,6 +106,9 @@ void CallStats::Merge(const CallStats& other) {
   ok_latencies.Merge(other.ok_latencies);
   for (const auto& [code, n] : other.codes) {
     codes[code] += n;
+  }
+  for (const auto& [code, message] : other.first_messages) {
+    first_messages.emplace(code, message);  // keeps this one's where both have one
   }
   ok_ids += other.ok_ids;
   payload_bytes += other.payload_bytes;

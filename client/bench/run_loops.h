@@ -19,6 +19,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/time/time.h"
@@ -36,6 +37,8 @@ struct CallStats {
   LatencyRecorder latencies;
   LatencyRecorder ok_latencies;
   std::map<int, int64_t> codes;  // by grpc::StatusCode
+  // The message of the first call of each code other than OK (as ghz reports them).
+  std::map<int, std::string> first_messages;
   int64_t ok_ids = 0;
   int64_t payload_bytes = 0;
   int64_t last_done_ns = std::numeric_limits<int64_t>::min();

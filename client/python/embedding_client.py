@@ -284,6 +284,24 @@ class ShardError(grpc.RpcError):
         return self._details
 
 
+class IdRangeError(grpc.RpcError, IndexError):
+    """An id ShardedClient.look_up refuses before calling any shard, with the code a server gives
+    it (as EmbeddingClient.look_up raises it, a grpc.RpcError): code() INVALID_ARGUMENT for a
+    negative id, OUT_OF_RANGE for one past the whole table; details() names it. Also an
+    IndexError, as ShardedClient raised before."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code = code
+        self._details = details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
 class ShardedClient:
     """Looks up a table whose rows are split over servers (each started with --shard=K/N) as one
     table: each request's ids are split by the shard that holds them, the shards are called in
@@ -364,8 +382,10 @@ class ShardedClient:
     def look_up(self, ids, table="", dtype=None, timeout=None):
         """Rows of `ids` (global ids of the whole table; an int or an int array of any shape) as
         EmbeddingClient.look_up answers them: a new numpy array of shape ids.shape + (dim,).
-        Pooled lookups are not supported over shards. IndexError naming the first id outside
-        the whole table (no call is made); ShardError for a shard that fails."""
+        Pooled lookups are not supported over shards. IdRangeError (a grpc.RpcError) naming the
+        first id outside the whole table, no call made: INVALID_ARGUMENT for a negative id,
+        OUT_OF_RANGE for one past the table, as a server answers; ShardError for a shard that
+        fails."""
         deadline = time.monotonic() + (timeout or self._timeout)
         dtype = _dtype_name(dtype)
         layout = self.layout(table, timeout)
@@ -373,9 +393,16 @@ class ShardedClient:
         flat = ids.ravel()
         bad = np.flatnonzero((flat < 0) | (flat >= layout["whole_rows"]))
         if bad.size:
-            raise IndexError("ids[%d] = %d is out of range for table %r with %d rows over %d "
-                             "shards" % (bad[0], flat[bad[0]], layout["table"],
-                                         layout["whole_rows"], len(self._targets)))
+            i, id_ = int(bad[0]), int(flat[bad[0]])
+            if id_ < 0:
+                raise IdRangeError(grpc.StatusCode.INVALID_ARGUMENT,
+                                   "ids[%d] = %d is negative" % (i, id_))
+            raise IdRangeError(grpc.StatusCode.OUT_OF_RANGE,
+                               "ids[%d] = %d is out of range for table %r with %d rows over %d "
+                               "shards (valid: 0..%d)" % (i, id_, layout["table"],
+                                                          layout["whole_rows"],
+                                                          len(self._targets),
+                                                          layout["whole_rows"] - 1))
         owner = flat // layout["block_rows"]
         calls = []
         for k, stub in enumerate(self._stubs):

@@ -162,6 +162,63 @@ std::string DeviceNames(const std::vector<Device>& devices) {
                        [](std::string* out, const Device& d) { out->append(d.name()); });
 }
 
+bool IsLoopbackHost(absl::string_view host) {
+  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
+}
+
+// The admin flags besides the address: consistent, and safe for the address they serve.
+absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& address) {
+  const bool any_tls =
+      !c.admin_tls_cert.empty() || !c.admin_tls_key.empty() || !c.admin_tls_client_ca.empty();
+  if (c.admin_insecure) {
+    if (any_tls || !c.admin_allowed_identities.empty()) {
+      return absl::InvalidArgumentError(
+          "--admin_insecure takes no --admin_tls_* or --admin_allowed_identities: it serves the "
+          "admin port in plaintext to every caller");
+    }
+    if (!IsLoopbackHost(address.host)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--admin_insecure serves writes to every caller, so only on a loopback host "
+                       "(127.0.0.1, [::1], localhost), not --admin_address=",
+                       c.admin_address,
+                       "; for any other address use mutual TLS (--admin_tls_cert, "
+                       "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
+    }
+    return absl::OkStatus();
+  }
+  if (c.admin_tls_cert.empty() || c.admin_tls_key.empty() || c.admin_tls_client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_address needs mutual TLS: --admin_tls_cert, --admin_tls_key and "
+        "--admin_tls_client_ca (or --admin_insecure, on a loopback host only)");
+  }
+  if (c.admin_allowed_identities.empty()) {
+    return absl::InvalidArgumentError(
+        "--admin_address with mutual TLS needs --admin_allowed_identities: the client "
+        "certificate identities (SAN entries, or CN) that may write");
+  }
+  return absl::OkStatus();
+}
+
+// The admin flags: consistent, and safe for the address they serve; checked before any port
+// opens, so that a refused admin set-up never leaves a gRPC port open for a moment.
+absl::Status CheckAdminFlags(const ServerConfig& c) {
+  if (c.admin_address.empty()) {
+    if (!c.admin_tls_cert.empty() || !c.admin_tls_key.empty() || !c.admin_tls_client_ca.empty() ||
+        !c.admin_allowed_identities.empty() || c.admin_insecure) {
+      return absl::InvalidArgumentError(
+          "--admin_tls_*, --admin_allowed_identities and --admin_insecure need --admin_address "
+          "(the admin service is off without it)");
+    }
+    return absl::OkStatus();
+  }
+  ASSIGN_OR_RETURN(const ListenAddress address,
+                   ParseListenAddress("--admin_address", c.admin_address));
+  RETURN_IF_ERROR(CheckAdminConfig(c, address));
+  if (c.admin_max_message_bytes <= 0 || c.admin_max_message_bytes > INT32_MAX) {
+    return absl::InvalidArgumentError("--admin_max_message_bytes must be in [1, 2 GiB)");
+  }
+  return absl::OkStatus();
+}
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
@@ -171,6 +228,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   ASSIGN_OR_RETURN(const ListenAddress metrics_address,
                    ParseListenAddress("--metrics_address", config.metrics_address));
   RETURN_IF_ERROR(CheckConfig(config));
+  RETURN_IF_ERROR(CheckAdminFlags(config));
   ASSIGN_OR_RETURN(std::vector<OpenedTable> tables, OpenTables(config));
   ASSIGN_OR_RETURN(const std::vector<Device> devices, ResolveDevices(config.device));
   // Each table's own devices (its devices= option), and every device some table is on.
@@ -628,65 +686,14 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
   return absl::OkStatus();
 }
 
-namespace {
-
-bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
-// The admin flags besides the address: consistent, and safe for the address they serve.
-absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& address) {
-  const bool any_tls =
-      !c.admin_tls_cert.empty() || !c.admin_tls_key.empty() || !c.admin_tls_client_ca.empty();
-  if (c.admin_insecure) {
-    if (any_tls || !c.admin_allowed_identities.empty()) {
-      return absl::InvalidArgumentError(
-          "--admin_insecure takes no --admin_tls_* or --admin_allowed_identities: it serves the "
-          "admin port in plaintext to every caller");
-    }
-    if (!IsLoopbackHost(address.host)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--admin_insecure serves writes to every caller, so only on a loopback host "
-                       "(127.0.0.1, [::1], localhost), not --admin_address=",
-                       c.admin_address,
-                       "; for any other address use mutual TLS (--admin_tls_cert, "
-                       "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
-    }
-    return absl::OkStatus();
-  }
-  if (c.admin_tls_cert.empty() || c.admin_tls_key.empty() || c.admin_tls_client_ca.empty()) {
-    return absl::InvalidArgumentError(
-        "--admin_address needs mutual TLS: --admin_tls_cert, --admin_tls_key and "
-        "--admin_tls_client_ca (or --admin_insecure, on a loopback host only)");
-  }
-  if (c.admin_allowed_identities.empty()) {
-    return absl::InvalidArgumentError(
-        "--admin_address with mutual TLS needs --admin_allowed_identities: the client "
-        "certificate identities (SAN entries, or CN) that may write");
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
+  // The flags were checked by CheckAdminFlags before any port opened.
   if (config.admin_address.empty()) {
-    if (!config.admin_tls_cert.empty() || !config.admin_tls_key.empty() ||
-        !config.admin_tls_client_ca.empty() || !config.admin_allowed_identities.empty() ||
-        config.admin_insecure) {
-      return absl::InvalidArgumentError(
-          "--admin_tls_*, --admin_allowed_identities and --admin_insecure need --admin_address "
-          "(the admin service is off without it)");
-    }
     LogInfo("admin service off (no --admin_address): tables take no updates");
     return absl::OkStatus();
   }
   ASSIGN_OR_RETURN(const ListenAddress address,
                    ParseListenAddress("--admin_address", config.admin_address));
-  RETURN_IF_ERROR(CheckAdminConfig(config, address));
-  if (config.admin_max_message_bytes <= 0 || config.admin_max_message_bytes > INT32_MAX) {
-    return absl::InvalidArgumentError("--admin_max_message_bytes must be in [1, 2 GiB)");
-  }
   GrpcPortCredentials credentials{grpc::InsecureServerCredentials(),
                                   "plaintext, every caller may write (--admin_insecure)"};
   if (!config.admin_insecure) {

@@ -42,6 +42,7 @@ namespace {
 namespace pb = ::embedding::v1;
 using ::emb::testing::IsOk;
 using ::emb::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
@@ -673,6 +674,23 @@ TEST(EmbeddingClient, ListTablesReportsSequenceUpdatedRowsAndVersion) {
   EXPECT_EQ((*tables)[1].version, 0);
   EXPECT_FALSE((*tables)[1].version_pinned);
   EXPECT_EQ((*tables)[1].sequence, 0);
+}
+
+// A server without the admin service (an embedding-server's lookup port) answers UNIMPLEMENTED
+// with no text; every call says what that means (issue 40).
+TEST(AdminClient, AnAddressWithoutTheAdminServiceIsNamedAsSuch) {
+  FakeLookUp fake;
+  InProcessServer server(&fake);
+  AdminClient admin(server.channel());
+  const auto says_no_admin_service =
+      StatusIs(absl::StatusCode::kUnimplemented,
+               AllOf(HasSubstr("this address serves no admin service"),
+                     HasSubstr("only on the port of its --admin_address")));
+  std::mt19937_64 rng(5);
+  EXPECT_THAT(admin.UpdateRows(ToRowUpdate(MakeRandom(rng, 2), 1), kTimeout).status(),
+              says_no_admin_service);
+  EXPECT_THAT(admin.SaveTable("", kTimeout).status(), says_no_admin_service);
+  EXPECT_THAT(admin.LoadVersion("", 0, kTimeout).status(), says_no_admin_service);
 }
 
 // Each save returns every field of the server's answer; the version holds the updates acked

@@ -96,6 +96,30 @@ TEST(ToLookUpRequest, MeanOverTheLastAxisOfShape) {
   EXPECT_THAT(request.shape(), ElementsAre(2, 3));
 }
 
+// Issue 40: --target=localhost dialled 443, gRPC's port for a host without one.
+TEST(TargetWithDefaultPort, AddsThePortOnlyToAHostWithoutOne) {
+  for (const auto& [target, want] : std::vector<std::pair<std::string, std::string>>{
+           {"localhost", "localhost:50051"},
+           {"emb.ns.svc", "emb.ns.svc:50051"},
+           {"10.0.0.7", "10.0.0.7:50051"},
+           {"[::1]", "[::1]:50051"},
+           {"dns:///emb.ns.svc", "dns:///emb.ns.svc:50051"},
+           {"dns://8.8.8.8/emb.ns.svc", "dns://8.8.8.8/emb.ns.svc:50051"},
+           {"dns:emb", "dns:emb:50051"},
+           {"localhost:7000", "localhost:7000"},
+           {"[::1]:7000", "[::1]:7000"},
+           {"dns:///emb.ns.svc:7000", "dns:///emb.ns.svc:7000"},
+           {"::1", "::1"},
+           {"unix:/tmp/emb.sock", "unix:/tmp/emb.sock"},
+           {"unix-abstract:emb", "unix-abstract:emb"},
+           {"ipv4:10.0.0.1:7000,10.0.0.2:7000", "ipv4:10.0.0.1:7000,10.0.0.2:7000"},
+           {"xds:///emb", "xds:///emb"},
+           {"", ""},
+       }) {
+    EXPECT_EQ(TargetWithDefaultPort(target, 50051), want) << target;
+  }
+}
+
 TEST(Pooling, NamesParseBack) {
   for (Pooling p : {Pooling::kNone, Pooling::kSum, Pooling::kMean}) {
     Pooling parsed = Pooling::kSum == p ? Pooling::kMean : Pooling::kSum;

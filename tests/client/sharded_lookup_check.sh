@@ -2,7 +2,8 @@
 # A table sharded over servers through the Python client and embedding-client, against the real
 # server: one server of the seeded demo table and three of its shards (--shard=K/3).
 # - Python: ShardedClient.look_up answers exactly as EmbeddingClient.look_up on the whole server
-#   (random ids of every shard, shapes, answer types); an id outside the table is IndexError; with
+#   (random ids of every shard, shapes, answer types); an id outside the table is grpc.RpcError
+#   OUT_OF_RANGE (issue 40; it was only an IndexError, which it still is); with
 #   shard 1 killed, a call touching it raises ShardError UNAVAILABLE naming "shard 1 of 3", and a
 #   call of the other shards' ids still succeeds (tests/client/python/sharded_lookup_check.py).
 # - embedding-client --shards=T0,T1,T2 lookup prints what --target=WHOLE lookup prints; `tables`

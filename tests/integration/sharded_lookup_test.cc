@@ -205,6 +205,10 @@ TEST_F(ShardedLookupTest, TheClientRefusesWhatNoShardHolds) {
   EXPECT_EQ(got.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(got.status().message(),
               HasSubstr("ids[1] = 1001 is out of range for table 'f16' with 1001 rows over 3"));
+  spec.ids = {5, -1};  // as a server answers it (issue 40)
+  got = (*sharded)->LookUp(spec, kTimeout);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(got.status().message(), HasSubstr("ids[1] = -1 is negative"));
   spec.ids = {1};
   spec.pooling = client::Pooling::kSum;
   EXPECT_EQ((*sharded)->LookUp(spec, kTimeout).status().code(), absl::StatusCode::kUnimplemented);

@@ -99,7 +99,7 @@ TEST(StartUp, BadFlagValuesStopStartUpNamingTheFlag) {
   };
   for (const auto& [flag, message] : cases) {
     const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
-    EXPECT_NE(exit.code, 0) << flag << "\n" << exit.log;
+    EXPECT_EQ(exit.code, 1) << flag << "\n" << exit.log;
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << flag << "\n" << exit.log;
   }
 }
@@ -193,15 +193,49 @@ TEST(StartUp, BadFlagFilesStopStartUpNamingTheFile) {
   };
   for (const auto& [file, message] : cases) {
     const ServerProcess::Exit exit = ServerProcess::RunToExit({"--flagfile=" + file});
-    EXPECT_EQ(exit.code, 2) << file << "\n" << exit.log;
+    EXPECT_EQ(exit.code, 1) << file << "\n" << exit.log;
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << file << "\n" << exit.log;
+  }
+}
+
+// Every start-up failure exits 1 (issue 40): Abseil's own refusals of a flag's syntax (an unknown
+// flag, a value that does not parse) as well as the server's checks of the values.
+TEST(StartUp, FlagSyntaxErrorsExitOne) {
+  for (const std::string flag : {"--no_such_flag=1", "--drain_seconds=abc", "--max_batch_ids=x"}) {
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({"--demo_table=100x4", flag});
+    EXPECT_EQ(exit.code, 1) << flag << "\n" << exit.log;
+    EXPECT_THAT(exit.log, Not(HasSubstr("listening"))) << flag;
+  }
+}
+
+// --admin_insecure on an address other than loopback is refused before any port opens (issue
+// 40: it was refused only after the gRPC port had opened), as are the other admin flag errors.
+TEST(StartUp, AdminFlagErrorsStopStartUpBeforeAnyPortOpens) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--admin_address=0.0.0.0:0", "--admin_insecure"},
+       "--admin_insecure serves writes to every caller, so only on a loopback host"},
+      {{"--admin_address=192.0.2.1:0", "--admin_insecure"}, "not --admin_address=192.0.2.1:0"},
+      {{"--admin_insecure"}, "need --admin_address"},
+      {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
+      {{"--admin_address=nonsense", "--admin_insecure"}, "--admin_address=nonsense"},
+      {{"--admin_address=127.0.0.1:0", "--admin_insecure", "--admin_max_message_bytes=0"},
+       "--admin_max_message_bytes must be in"},
+  };
+  for (const auto& [flags, message] : cases) {
+    std::vector<std::string> args = {"--demo_table=100x4"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    const ServerProcess::Exit exit = ServerProcess::RunToExit(args);
+    EXPECT_EQ(exit.code, 1) << flags.front() << "\n" << exit.log;
+    EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << exit.log;
+    EXPECT_THAT(exit.log, Not(HasSubstr("listening"))) << exit.log;
+    EXPECT_THAT(exit.log, Not(HasSubstr("gRPC port"))) << exit.log;
   }
 }
 
 // A table name reaches ListTables, the logs and Prometheus labels: printable UTF-8 only.
 TEST(StartUp, ATableNameThatIsNotUtf8StopsStartUp) {
   const ServerProcess::Exit exit = ServerProcess::RunToExit({"--table=bad\xff=/data/t.npy"});
-  EXPECT_EQ(exit.code, 2) << exit.log;
+  EXPECT_EQ(exit.code, 1) << exit.log;
   EXPECT_THAT(StoppingLine(exit.log), HasSubstr("--table: table name 'bad\\xff' is not printable"))
       << exit.log;
 }

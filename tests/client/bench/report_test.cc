@@ -33,9 +33,28 @@ TEST(FormatBenchJson, HasEveryKey) {
   EXPECT_THAT(json, HasSubstr("\"latency_us\":{\"p50\":100.000,"));
   EXPECT_THAT(json, HasSubstr("\"p999\":1500.000,"));
   EXPECT_THAT(json, HasSubstr("\"codes\":{\"OK\":199,\"UNAVAILABLE\":1}"));
+  EXPECT_THAT(json, HasSubstr("\"first_messages\":{},"));
   EXPECT_THAT(json, HasSubstr("\"table\":\"t\\\"1\""));
   EXPECT_EQ(json.front(), '{');
   EXPECT_EQ(json.back(), '}');
+}
+
+// Issue 40: each failing code comes with the message of one of its calls, as ghz shows them.
+TEST(FormatBenchJson, GivesAFirstMessageOfEachFailingCode) {
+  BenchReport r;
+  r.codes["OK"] = 1;
+  r.codes["INVALID_ARGUMENT"] = 514;
+  r.codes["OUT_OF_RANGE"] = 200;
+  r.first_messages["INVALID_ARGUMENT"] = "ids[3] = -1 is negative";
+  r.first_messages["OUT_OF_RANGE"] = "ids[0] = 100 is \"out\" of range";
+  EXPECT_THAT(FormatBenchJson(r),
+              HasSubstr("\"codes\":{\"INVALID_ARGUMENT\":514,\"OK\":1,\"OUT_OF_RANGE\":200},"
+                        "\"first_messages\":{\"INVALID_ARGUMENT\":\"ids[3] = -1 is negative\","
+                        "\"OUT_OF_RANGE\":\"ids[0] = 100 is \\\"out\\\" of range\"},"));
+  const std::string text = FormatBenchText(BenchConfig(), r);
+  EXPECT_THAT(text, HasSubstr("codes         INVALID_ARGUMENT 514 OK 1 OUT_OF_RANGE 200\n"
+                              "  INVALID_ARGUMENT: ids[3] = -1 is negative\n"
+                              "  OUT_OF_RANGE: ids[0] = 100 is \"out\" of range\n"));
 }
 
 TEST(FormatBenchText, NamesTheLoadAndTheIdSource) {

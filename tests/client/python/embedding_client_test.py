@@ -2,7 +2,8 @@
 that records each LookUpRequest: pooled lookups send pooling, offsets, lengths and weights as
 given (NumPy arrays or lists) and come back in the server's shape; bad pooling arguments are
 ValueErrors before anything is sent; list_tables names quantized types and reports bytes, and
-where a table lives (host_tier, cache_rows, device_bytes).
+where a table lives (host_tier, cache_rows, device_bytes); ShardedClient refuses ids outside the
+table with the server's codes, as grpc.RpcError.
 Needs the generated stubs on sys.path (embedding_client_test.sh). The real server's pooled
 answers are checked by tests/client/pooled_lookup_check.sh."""
 
@@ -168,6 +169,26 @@ class ListTablesTest(unittest.TestCase):
         self.assertEqual(m["parts"], [
             dict(device="cuda:0", first_row=0, rows=5, device_bytes=100, host_tier=False),
             dict(device="cuda:1", first_row=5, rows=5, device_bytes=200, host_tier=True)])
+
+
+class ShardedClientTest(unittest.TestCase):
+    """Issue 40: an id outside the table is the grpc.RpcError a server answers (as EmbeddingClient
+    raises it), not an IndexError only; no call is made for it."""
+
+    def test_ids_outside_the_table_are_rpc_errors_with_the_servers_codes(self):
+        fake = FakeLookUp()
+        with Server(fake) as server, ec.ShardedClient([server.target]) as c:
+            for ids, code, details in (
+                    ([5, 100], grpc.StatusCode.OUT_OF_RANGE,
+                     "ids[1] = 100 is out of range for table 'q8' with 100 rows over 1 shards"),
+                    ([[5, 6], [-1, 7]], grpc.StatusCode.INVALID_ARGUMENT,
+                     "ids[2] = -1 is negative")):
+                with self.assertRaises(grpc.RpcError, msg=repr(ids)) as raised:
+                    c.look_up(ids)
+                self.assertEqual(raised.exception.code(), code)
+                self.assertIn(details, raised.exception.details())
+                self.assertIsInstance(raised.exception, IndexError)  # as it was before
+        self.assertEqual(fake.requests, [])
 
 
 if __name__ == "__main__":

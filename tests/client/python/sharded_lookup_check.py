@@ -31,8 +31,9 @@ def main():
         try:
             sharded.look_up([5, 1000])
             raise AssertionError("id 1000 was looked up")
-        except IndexError as e:
-            assert "ids[1] = 1000 is out of range" in str(e), e
+        except grpc.RpcError as e:  # as EmbeddingClient raises a server's refusal
+            assert e.code() == grpc.StatusCode.OUT_OF_RANGE, e.code()
+            assert "ids[1] = 1000 is out of range" in e.details(), e.details()
 
         os.kill(shard1_pid, signal.SIGKILL)
         try:
