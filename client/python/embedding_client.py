@@ -2,9 +2,9 @@
 updates, saved versions and loading (pinning) them, on the server's admin listener).
 
 Needs grpcio, protobuf and numpy, and the generated stubs for proto/embedding/v1: installed
-with this package (`pip install --no-build-isolation --no-use-pep517 client/python` generates
-them; client/python/README.md), or on sys.path (scripts/gen-python-stubs DIR writes them;
-`python3 -m grpc_tools.protoc` works as well):
+with this package (`venv/bin/pip install client/python` generates them; client/python/README.md),
+or on sys.path (scripts/gen-python-stubs DIR writes them; `python3 -m grpc_tools.protoc` works as
+well):
 
     from embedding_client import EmbeddingClient
     with EmbeddingClient("localhost:50051") as c:
