@@ -286,12 +286,12 @@ TEST_F(HostTierTest, BadBudgetsStopStartUpNamingTheOption) {
   for (const auto& [option, message] : cases) {
     const std::string flag = "t=" + table_ + option;
     const ServerProcess::Exit exit = RunToExit({flag});
-    EXPECT_EQ(exit.code, 2) << option << "\n" << exit.log;
+    EXPECT_EQ(exit.code, 1) << option << "\n" << exit.log;
     EXPECT_THAT(StoppingLine(exit.log), HasSubstr(absl::StrCat("--table=", flag, ": ", message)))
         << exit.log;
   }
   const ServerProcess::Exit exit = RunToExit({"t=" + table_}, {"--gpu_memory_budget=lots"});
-  EXPECT_EQ(exit.code, 2) << exit.log;
+  EXPECT_EQ(exit.code, 1) << exit.log;
   EXPECT_THAT(StoppingLine(exit.log), HasSubstr("--gpu_memory_budget: 'lots' is not a size"));
 }
 
