@@ -21,6 +21,7 @@
 #include "service/common/status_macros.h"
 #include "service/rpc/call_metrics.h"
 #include "service/rpc/version_loader.h"
+#include "service/server/accept_guard.h"
 #include "service/server/cache_metrics.h"
 #include "service/server/listen_address.h"
 #include "service/server/server_credentials.h"
@@ -51,6 +52,21 @@ constexpr int64_t kMessageSlack = 64 << 10;
 
 // The most bytes of headers one call may send (GRPC_ARG_MAX_METADATA_SIZE).
 constexpr int kMaxMetadataBytes = 8 << 10;
+
+// How often, and past how much memory freed and held by the allocator, it is given back to the
+// system (MemoryReturner).
+constexpr absl::Duration kMemoryReturnPeriod = absl::Seconds(5);
+constexpr uint64_t kMemoryReturnThresholdBytes = uint64_t{64} << 20;
+
+// The admin listener's calls at once on one connection: a writer needs one (UpdateRows) or a few
+// (saves and loads beside it); a client past this waits for a stream, it is not refused.
+constexpr int kAdminStreamsPerConnection = 4;
+
+// The admin listener's memory quota (gRPC's read buffers and calls, every connection together):
+// room for the largest message on each stream of one connection.
+int64_t AdminMemoryQuotaBytes(int64_t max_message_bytes) {
+  return kAdminStreamsPerConnection * max_message_bytes;
+}
 
 // The settings besides the listen addresses (Start parses those first).
 absl::Status CheckConfig(const ServerConfig& c) {
@@ -229,6 +245,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
                    ParseListenAddress("--metrics_address", config.metrics_address));
   RETURN_IF_ERROR(CheckConfig(config));
   RETURN_IF_ERROR(CheckAdminFlags(config));
+  InstallAcceptGuard();  // before any listener: running out of descriptors must not end one
   ASSIGN_OR_RETURN(std::vector<OpenedTable> tables, OpenTables(config));
   ASSIGN_OR_RETURN(const std::vector<Device> devices, ResolveDevices(config.device));
   // Each table's own devices (its devices= option), and every device some table is on.
@@ -353,6 +370,22 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
                                       "The device's memory, in bytes.", {{"device", device.name()}},
                                       memory(false));
   }
+  server->memory_returner_ =
+      std::make_unique<MemoryReturner>(kMemoryReturnPeriod, kMemoryReturnThresholdBytes);
+  server->scrape_metrics_->AddGroup(
+      {{"embedding_memory_returned_bytes_total",
+        "Resident memory given back to the system after bursts (freed memory the allocator "
+        "held), in bytes.",
+        prometheus::MetricType::Counter}},
+      {}, [returner = server->memory_returner_.get()] {
+        return std::vector<double>{static_cast<double>(returner->returned_bytes())};
+      });
+  server->scrape_metrics_->AddGroup(
+      {{"embedding_connections_shed_total",
+        "Connections closed as soon as accepted because the process was out of file "
+        "descriptors (the listener keeps listening; see docs/reliability.md).",
+        prometheus::MetricType::Counter}},
+      {}, [] { return std::vector<double>{static_cast<double>(ShedConnectionCount())}; });
   server->exposer_->RegisterCollectable(server->scrape_metrics_);
   const std::vector<int> metrics_ports = server->exposer_->GetListeningPorts();
   server->metrics_port_ = metrics_ports.empty() ? 0 : metrics_ports.front();
@@ -701,8 +734,7 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
         credentials,
         MakeGrpcPortCredentials(
             config.admin_tls_cert, config.admin_tls_key, config.admin_tls_client_ca,
-            TlsFlagNames{"--admin_tls_cert", "--admin_tls_key", "--admin_tls_client_ca"},
-            ClientCertificates::kRequest));
+            TlsFlagNames{"--admin_tls_cert", "--admin_tls_key", "--admin_tls_client_ca"}));
   }
   admin_ = std::make_unique<AdminServiceImpl>(
       AdminOptions{config.admin_allowed_identities, !config.admin_insecure});
@@ -710,6 +742,15 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
   builder.AddListeningPort(config.admin_address, credentials.credentials, &admin_port_);
   builder.RegisterService(admin_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.admin_max_message_bytes));
+  // What a caller can make the admin listener hold before the allow-list refuses it (issue 41):
+  // a caller without a certificate signed by the client CA is refused in the TLS handshake
+  // (kRequire above), so only a certified caller reaches HTTP/2. gRPC reads a unary call's whole
+  // message before any of our code sees the call, and 1.51 has no per-method receive limit, so
+  // the bound is a quota of the listener's own (not the lookup port's) and a stream cap.
+  grpc::ResourceQuota quota("embedding-admin");
+  quota.Resize(static_cast<size_t>(AdminMemoryQuotaBytes(config.admin_max_message_bytes)));
+  builder.SetResourceQuota(quota);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, kAdminStreamsPerConnection);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_DEFLATE, false);
   builder.SetCompressionAlgorithmSupportStatus(GRPC_COMPRESS_GZIP, false);

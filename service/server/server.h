@@ -28,6 +28,7 @@
 #include "service/rpc/admin_service.h"
 #include "service/rpc/embedding_service.h"
 #include "service/rpc/health_service.h"
+#include "service/server/memory_returner.h"
 #include "service/store/device.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
@@ -94,7 +95,8 @@ struct ServerConfig {
   // How often each table served from a version directory is checked for a newer version, which
   // is then loaded and swapped in (unless the table is pinned); zero: never.
   absl::Duration version_poll = absl::ZeroDuration();
-  // The largest UpdateRows message the admin port reads.
+  // The largest UpdateRows message the admin port reads; the admin listener's memory quota is
+  // 4 times this (its streams per connection).
   int64_t admin_max_message_bytes = int64_t{64} << 20;
   // Called once the tables are loaded, just before health says SERVING (main.cc: from here on a
   // stop signal drains instead of ending start-up). May be empty.
@@ -151,6 +153,8 @@ class EmbeddingServer {
   ActiveCalls active_calls_;                       // outlives server_: its calls count here
   ActiveCalls active_admin_calls_;                 // outlives admin_server_
   std::unique_ptr<Metrics> metrics_;
+  // Returns freed memory to the system; before exposer_, whose scrapes read it.
+  std::unique_ptr<MemoryReturner> memory_returner_;
   // Before exposer_, so that it outlives the exposer's scrapes.
   std::shared_ptr<ScrapeTimeMetrics> scrape_metrics_;
   // One a device, read by scrape_metrics_'s scrapes.

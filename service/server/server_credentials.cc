@@ -131,8 +131,7 @@ std::string Subject(X509* cert) {
 absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& cert_path,
                                                             const std::string& key_path,
                                                             const std::string& client_ca_path,
-                                                            const TlsFlagNames& flags,
-                                                            ClientCertificates client_certs) {
+                                                            const TlsFlagNames& flags) {
   if (cert_path.empty() && key_path.empty()) {
     if (!client_ca_path.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(flags.client_ca, " needs ", flags.cert,
@@ -168,16 +167,11 @@ absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& c
   ASSIGN_OR_RETURN(options.pem_root_certs, ReadFile(flags.client_ca, client_ca_path));
   RETURN_IF_ERROR(
       FirstCertificate(flags.client_ca, client_ca_path, options.pem_root_certs).status());
-  const bool require = client_certs == ClientCertificates::kRequire;
-  options.client_certificate_request =
-      require ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-              : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY;
-  return GrpcPortCredentials{
-      grpc::SslServerCredentials(options),
-      absl::StrCat("mutual TLS (", description,
-                   require ? "; clients need a certificate signed by a CA in "
-                           : "; a client certificate, where given, must be signed by a CA in ",
-                   client_ca_path, ")")};
+  options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+  return GrpcPortCredentials{grpc::SslServerCredentials(options),
+                             absl::StrCat("mutual TLS (", description,
+                                          "; clients need a certificate signed by a CA in ",
+                                          client_ca_path, ")")};
 }
 
 }  // namespace emb::service

@@ -33,14 +33,9 @@ struct TlsFlagNames {
   const char* client_ca = "--tls_client_ca";
 };
 
-// With a client CA: whether the handshake requires a client certificate (kRequire), or only
-// verifies one that is presented (kRequest: a caller without one gets through the handshake, for
-// the service to refuse by name, PERMISSION_DENIED).
-enum class ClientCertificates { kRequire, kRequest };
-
 absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(
     const std::string& cert_path, const std::string& key_path, const std::string& client_ca_path,
-    const TlsFlagNames& flags = {}, ClientCertificates client_certs = ClientCertificates::kRequire);
+    const TlsFlagNames& flags = {});
 
 }  // namespace emb::service
 

@@ -6,6 +6,7 @@ outside, and waiting on a condition with a deadline."""
 import re
 import select
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -62,9 +63,15 @@ class RawConnection:
     Received DATA is never credited back (no WINDOW_UPDATE): the server can send at most the
     initial 65,535 bytes of answers on the connection, and holds the rest."""
 
-    def __init__(self, port, ack_settings=True):
+    def __init__(self, port, ack_settings=True, tls=None):
+        """`tls`: an ssl.SSLContext for a TLS port (ALPN h2 is set here), else plaintext."""
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.scheme = "http"
+        if tls is not None:
+            tls.set_alpn_protocols(["h2"])
+            self.sock = tls.wrap_socket(self.sock, server_hostname="localhost")
+            self.scheme = "https"
         self.conn = h2.connection.H2Connection(
             h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
         if not ack_settings:
@@ -82,20 +89,36 @@ class RawConnection:
         if data and not self.closed:
             try:
                 self.sock.sendall(data)
-            except (BrokenPipeError, ConnectionResetError):
+            except (BrokenPipeError, ConnectionResetError, ssl.SSLError):
                 self.closed = True
 
     def start_lookup(self, message, end_stream=True, headers=()):
         """Opens a LookUp stream with `message` (from lookup_request) and any further `headers`
         (such as ("grpc-timeout", "300m")); returns its stream id."""
+        return self.start_call(LOOKUP_PATH, message, end_stream, headers)
+
+    def start_call(self, path, data, end_stream=True, headers=()):
+        """Opens a stream calling `path` (such as "/embedding.v1.EmbeddingService/LookUp") and
+        sends `data`, gRPC's message framing included; returns its stream id."""
         sid = self.conn.get_next_available_stream_id()
         self.conn.send_headers(sid, [
-            (":method", "POST"), (":scheme", "http"), (":path", LOOKUP_PATH),
+            (":method", "POST"), (":scheme", self.scheme), (":path", path),
             (":authority", "localhost"), ("content-type", "application/grpc"), ("te", "trailers"),
         ] + list(headers))
-        self.conn.send_data(sid, message, end_stream=end_stream)
+        if data or end_stream:
+            self.conn.send_data(sid, data, end_stream=end_stream)
         self.streams[sid] = Stream()
         return sid
+
+    def send_data(self, sid, data):
+        """Sends `data` on stream `sid` (open), as far as flow control allows now; returns the
+        bytes sent."""
+        n = min(len(data), self.conn.local_flow_control_window(sid),
+                self.conn.max_outbound_frame_size)
+        if n > 0:
+            self.conn.send_data(sid, data[:n])
+            self._flush()
+        return n
 
     def reset(self, sid):
         """Resets stream `sid` (CANCEL), unless the server has already ended it."""
@@ -141,9 +164,9 @@ class RawConnection:
             while True:
                 try:
                     data = self.sock.recv(1 << 20)
-                except BlockingIOError:
+                except (BlockingIOError, ssl.SSLWantReadError):
                     break
-                except ConnectionResetError:
+                except (ConnectionResetError, ssl.SSLError):
                     self.closed = True
                     break
                 if not data:
@@ -222,12 +245,12 @@ def wait_for(what, condition, timeout, interval=0.02):
 class Server:
     """The real server binary on loopback (any free ports), its log in `log_path`."""
 
-    def __init__(self, binary, args, log_path):
+    def __init__(self, binary, args, log_path, preexec_fn=None):
         self.log_path = log_path
         self.log = open(log_path, "w")
         self.proc = subprocess.Popen(
             [binary, "--grpc_address=127.0.0.1:0", "--metrics_address=127.0.0.1:0"] + args,
-            stdout=self.log, stderr=self.log)
+            stdout=self.log, stderr=self.log, preexec_fn=preexec_fn)
         try:
             wait_for("the server says health SERVING",
                      lambda: "health SERVING" in self.text() or self.proc.poll() is not None, 60)

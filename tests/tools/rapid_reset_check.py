@@ -54,11 +54,16 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("server")
     parser.add_argument("--queued", type=int, default=200)
-    parser.add_argument("--streams", type=int, default=3000)
+    # Enough for the memory the calls took to be worth returning (about 550 MiB at 30,000).
+    parser.add_argument("--streams", type=int, default=30000)
     # Streams opened between a stream's request and its reset (0: reset at once). With a lag,
     # gRPC reads some calls' message before their reset arrives: those are queued, then reset.
     parser.add_argument("--lag", type=int, default=4)
     parser.add_argument("--measure_only", action="store_true")
+    # How far above its level before the attack the resident set may stay once it is over.
+    parser.add_argument("--rss_bound_mib", type=int, default=64)
+    # Under a sanitizer the allocator keeps what is freed (malloc_trim does not reach it).
+    parser.add_argument("--no_rss_bound", action="store_true")
     # How long a batch waits for more requests: the queue the reset calls wait in (measure only
     # below 3 s, the time the checks allow the server to see every reset).
     parser.add_argument("--queue_delay_us", type=int, default=3_000_000)
@@ -69,10 +74,13 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         server = Server(args.server,
                         [f"--demo_table={ROWS}x{DIM}", f"--demo_seed={SEED}", "--device=cpu",
-                         f"--max_queue_delay_us={args.queue_delay_us}"],
+                         f"--max_queue_delay_us={args.queue_delay_us}",
+                         # No batch fills early: a call is gathered only once its delay is over.
+                         "--max_batch_ids=1048576"],
                         os.path.join(tmp, "server.log"))
         try:
             m0 = server.metrics()
+            rss0 = server.rss()
             message = lookup_request(IDS)
 
             # 1. Queued, then reset.
@@ -128,6 +136,27 @@ def main():
                 f"{gathered:.0f}")
             c.close()
             r.close()
+            # The memory the attack's calls took goes back to the system once they are gone
+            # (MemoryReturner, issue 41 item 4): wait for the resident set to come back.
+            peak = server.rss()
+            bound = rss0 + (args.rss_bound_mib << 20)
+            try:
+                wait_for(f"the resident set back within {args.rss_bound_mib} MiB of before",
+                         lambda: server.rss() <= bound, DEADLINE)
+                back = "back"
+            except TimeoutError:
+                back = "NOT back"
+                returned = metric(server.metrics(), "embedding_memory_returned_bytes_total")
+                report.append(f"embedding_memory_returned_bytes_total {returned:.0f}; the "
+                              f"server's log on memory: " + " | ".join(
+                                  line for line in server.text().splitlines()
+                                  if "MiB" in line))
+                if not args.measure_only and not args.no_rss_bound:
+                    failures.append(f"resident memory stayed {server.rss() - rss0 >> 20} MiB "
+                                    f"above its level before the attack")
+            report.append(f"resident memory: {rss0 >> 20} MiB before, {peak >> 20} MiB once "
+                          f"every call was answered, {server.rss() >> 20} MiB after ({back} "
+                          f"within {args.rss_bound_mib} MiB)")
 
             # 3. A good client right after.
             with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
@@ -140,13 +169,18 @@ def main():
                 report.append("a good client right after: OK, right rows")
 
             if not args.measure_only:
-                if codes.get("CANCELLED", 0) != reached or len(codes) != 1:
-                    failures.append(f"every call of the attack should be CANCELLED: {codes}")
+                # A call of the tight loop may be answered before its reset reaches the server
+                # (gRPC starts the handler first): a few, never more than 1 in 100.
+                answered_ok = codes.get("OK", 0)
+                if set(codes) - {"CANCELLED", "OK"} or answered_ok > reached / 100:
+                    failures.append(f"every call of the attack should be CANCELLED (a few OK): "
+                                    f"{codes}")
                 if dropped < args.queued:
                     failures.append(f"{dropped:.0f} queued calls dropped as cancelled, want at "
                                     f"least the {args.queued} reset once queued")
-                if gathered != 0:
-                    failures.append(f"{gathered:.0f} ids of reset calls were gathered")
+                if gathered > answered_ok * len(IDS):
+                    failures.append(f"{gathered:.0f} ids gathered for {answered_ok:.0f} calls "
+                                    f"answered OK: reset calls were gathered")
         finally:
             server.stop()
     print("\n".join(report))
