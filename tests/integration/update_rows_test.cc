@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <random>
@@ -885,6 +886,14 @@ TEST_F(TableVersionsTest, KilledInTheMiddleOfASaveRestartsFromTheLastWholeVersio
   EXPECT_EQ(info.sequence, info.version - 1);  // version 2 holds sequence 1, version 3 sequence 2
   auto client = client::EmbeddingClient::Connect(restarted->target());
   EXPECT_EQ(AllRowsAre(*client, "t", kRows, kDim, static_cast<float>(info.sequence)), "");
+  // What the killed save left under a temporary name, if anything, is gone, and said so.
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr(".tmp")));
+  }
+  if (info.version == 2) {
+    EXPECT_THAT(restarted->log(), HasSubstr("the temporary directory of a save that did not "
+                                            "finish"));
+  }
 }
 
 TEST_F(TableVersionsTest, SaveTableRefusesWhatItCannotSave) {
@@ -999,6 +1008,93 @@ TEST_F(TableVersionsTest, LoadVersionSwapsWhileServingAndRollsBack) {
   }
   EXPECT_THAT(server->log(), HasSubstr("table 't' serves version 3 (sequence 0) in place of "
                                        "version 1"));
+}
+
+// Issue 41, item 3: a save's temporary name was .tmp-N-PID. A server that runs as PID 1 (in a
+// container) and is killed mid-save comes back as PID 1, meets its earlier run's directory, and
+// every save failed "mkdir .../.tmp-2-1: File exists". Here the running server's own PID stands
+// in for the reused one: the old name for its next save is taken, and the save still succeeds.
+// The next start removes the stale directory and logs it.
+TEST_F(TableVersionsTest, ATemporaryLeftUnderTheOldNameOfThisPidBlocksNoSave) {
+  WriteVersion(UniformTable(10, 4, 1.0f), 1);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  const std::string stale = dir_.File(absl::StrCat(".tmp-2-", server->pid()));
+  ASSERT_EQ(mkdir(stale.c_str(), 0755), 0);
+  ASSERT_TRUE(testing::WriteFile(stale + "/t.safetensors", "half a file").ok());
+  auto saved = Save(Admin(*server), "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version(), 2);
+  server->Signal(SIGKILL);
+  server->WaitExit(absl::Seconds(30));
+
+  auto restarted = Start();
+  ASSERT_NE(restarted, nullptr);
+  EXPECT_THAT(restarted->log(),
+              HasSubstr(absl::StrCat("table 't': removed ", stale,
+                                     ", the temporary directory of a save that did not finish")));
+  struct stat st;
+  EXPECT_NE(lstat(stale.c_str(), &st), 0);
+  EXPECT_EQ(Info(*restarted).version, 2);
+  saved = Save(Admin(*restarted), "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version(), 3);
+}
+
+// Issue 41, item 3: a stray file or a dangling link named as the next version made every save fail
+// its rename into place. The next version goes past them.
+TEST_F(TableVersionsTest, AStrayFileOrDanglingLinkNamedAsTheNextVersionBlocksNoSave) {
+  WriteVersion(UniformTable(10, 4, 1.0f), 1);
+  ASSERT_TRUE(testing::WriteFile(dir_.File("2"), "not a version").ok());
+  ASSERT_EQ(symlink("nowhere", dir_.File("3").c_str()), 0);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Info(*server).version, 1);
+  auto saved = Save(Admin(*server), "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version(), 4);
+  EXPECT_EQ(saved->path(), dir_.File("4/t.safetensors"));
+  EXPECT_EQ(Info(*server).version, 4);
+}
+
+// Issue 41, item 3: after a version named 2^63-1 the next save was answered OK as version
+// -9223372036854775808, which no server ever loads. It now fails naming the limit, and writes
+// nothing.
+TEST_F(TableVersionsTest, AfterVersionInt64MaxASaveFailsNamingTheLimit) {
+  WriteVersion(UniformTable(10, 4, 1.0f), 1);
+  WriteVersion(UniformTable(10, 4, 2.0f), std::numeric_limits<int64_t>::max());
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  EXPECT_EQ(Info(*server).version, std::numeric_limits<int64_t>::max());
+  auto saved = Save(Admin(*server), "");
+  EXPECT_EQ(saved.status().code(), absl::StatusCode::kFailedPrecondition) << saved.status();
+  EXPECT_THAT(saved.status().message(),
+              HasSubstr("named 9223372036854775807, the largest version number there can be "
+                        "(2^63-1)"));
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+    names.push_back(entry.path().filename().string());
+  }
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("1", "9223372036854775807"));
+}
+
+// Issue 41, item 3: 0002 was listed as version 2 but opened as DIR/2, which does not exist, so it
+// was refused at every start and made saves skip 2. A version's name has no leading zero: 0002 is
+// no version at all, as any other name.
+TEST_F(TableVersionsTest, ANameWithLeadingZerosIsNoVersion) {
+  WriteVersion(UniformTable(10, 4, 1.0f), 1);
+  WriteVersion(UniformTable(10, 4, 2.0f), 2);
+  ASSERT_EQ(rename(dir_.File("2").c_str(), dir_.File("0002").c_str()), 0);
+  auto server = Start();
+  ASSERT_NE(server, nullptr);
+  EXPECT_THAT(server->log(), ::testing::Not(HasSubstr("refused")));
+  EXPECT_EQ(Info(*server).version, 1);
+  auto loaded = Load(Admin(*server), "t", 2);
+  EXPECT_EQ(loaded.status().code(), absl::StatusCode::kFailedPrecondition) << loaded.status();
+  EXPECT_THAT(loaded.status().message(), HasSubstr("has no version 2"));
+  auto saved = Save(Admin(*server), "");
+  ASSERT_TRUE(saved.ok()) << saved.status();
+  EXPECT_EQ(saved->version(), 2);
 }
 
 // The threads (/proc/PID/status) and memory maps (/proc/PID/maps) of process `pid`.
