@@ -297,6 +297,11 @@ TEST_F(UpdateRowsTest, ABadMessageEndsItsStreamNamingTheProblemAndAppliesNothing
       {bad_dtype, absl::StatusCode::kInvalidArgument, "dtype 9 is not a DataType"},
       {Message(t.name, {1}, one_row, t.type, -1), absl::StatusCode::kFailedPrecondition,
        "does not increase: the last applied is"},
+      // Issue 41, item 3: 2^63-1 was applied, and no later message could follow it (the next
+      // case's good message shows the table still takes updates).
+      {Message(t.name, {1}, one_row, t.type, std::numeric_limits<int64_t>::max()),
+       absl::StatusCode::kInvalidArgument,
+       "sequence 9223372036854775807 is not below 4611686018427387904 (2^62), the limit"},
       // Over --admin_max_message_bytes (1 MiB): gRPC refuses it before it is parsed.
       {Message(t.name, {1}, std::string(1100000, 'x'), t.type, 0),
        absl::StatusCode::kResourceExhausted, ""},
