@@ -1163,9 +1163,10 @@ TEST_F(TableVersionsTest, FiftyThousandSavesAndLoadsLeaveThreadsAndMapsFlat) {
     }
   }
   const ProcessCounts end = CountsOf(server->pid());
-  std::printf("after 100 calls: %lld threads, %lld maps; after %d: %lld threads, %lld maps\n",
-              static_cast<long long>(base.threads), static_cast<long long>(base.maps), kCalls,
-              static_cast<long long>(end.threads), static_cast<long long>(end.maps));
+  std::printf("%s\n", absl::StrCat("after 100 calls: ", base.threads, " threads, ", base.maps,
+                                   " maps; after ", kCalls, ": ", end.threads, " threads, ",
+                                   end.maps, " maps")
+                          .c_str());
   EXPECT_EQ(Info(*server).version, newest);
   server->Signal(SIGTERM);
   EXPECT_EQ(server->WaitExit(absl::Seconds(60)), 0) << server->log();
