@@ -196,9 +196,11 @@ class AdminClient {
   // as the next version of the table's version directory; returns once the version is complete
   // on disk. Updates of the table wait while it is written; lookups go on. Errors: the server's
   // status: NOT_FOUND (unknown table), FAILED_PRECONDITION (the table was not loaded from a
-  // version directory), ABORTED (a save of the table is already running), INTERNAL (the write
-  // failed; no version was left), UNAVAILABLE, PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may
-  // still complete); INVALID_ARGUMENT without calling if `timeout` is not positive and finite.
+  // version directory, or it holds version 2^63-1), ABORTED (a save of the table is already
+  // queued or running), RESOURCE_EXHAUSTED (the server's queue of saves and loads is full),
+  // INTERNAL (the write failed; no version was left), UNAVAILABLE, PERMISSION_DENIED,
+  // DEADLINE_EXCEEDED (the save may still complete); INVALID_ARGUMENT without calling if
+  // `timeout` is not positive and finite.
   absl::StatusOr<SavedVersion> SaveTable(absl::string_view table, absl::Duration timeout);
 
   // Has the server serve `version` of `table` (empty: its default table) from the table's version
@@ -208,7 +210,8 @@ class AdminClient {
   // LoadVersion of 0. Errors: the server's status: NOT_FOUND (unknown table), FAILED_PRECONDITION
   // (no version directory, a missing or broken version, another shape or type, or no room for
   // both copies: the served version stays), ABORTED (a save or load of the table is running),
-  // UNAVAILABLE, PERMISSION_DENIED, DEADLINE_EXCEEDED (the load may still complete);
+  // RESOURCE_EXHAUSTED (the server's queue of saves and loads is full), UNAVAILABLE,
+  // PERMISSION_DENIED, DEADLINE_EXCEEDED (the load may still complete);
   // INVALID_ARGUMENT without calling if `version` is negative or `timeout` is not positive and
   // finite.
   absl::StatusOr<LoadedVersion> LoadVersion(absl::string_view table, int64_t version,

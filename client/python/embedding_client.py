@@ -678,9 +678,11 @@ class EmbeddingAdminClient:
         included, as the next version of the table's version directory; returns its
         SavedVersion once the version is complete on disk. Updates of the table wait while it is
         written; lookups go on. Errors are grpc.RpcError: NOT_FOUND (table),
-        FAILED_PRECONDITION (the table was not loaded from a version directory), ABORTED (a save
-        of the table is already running), INTERNAL (the write failed; no version was left),
-        PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may still complete), ..."""
+        FAILED_PRECONDITION (the table was not loaded from a version directory, or it holds
+        version 2^63-1), ABORTED (a save of the table is already queued or running),
+        RESOURCE_EXHAUSTED (64 saves and loads wait already), INTERNAL (the write failed; no
+        version was left), PERMISSION_DENIED, DEADLINE_EXCEEDED (the save may still complete),
+        ..."""
         response = self._stub.SaveTable(admin_pb.SaveTableRequest(table=table),
                                         timeout=timeout or self._timeout)
         return SavedVersion(response.table, response.version, response.sequence, response.path,
@@ -694,7 +696,8 @@ class EmbeddingAdminClient:
         a load_version(0). Errors are grpc.RpcError: NOT_FOUND (table), FAILED_PRECONDITION (no
         version directory, a missing or broken version, another shape or type, no room for both
         copies: the served version stays), ABORTED (a save or load of the table is running),
-        PERMISSION_DENIED, DEADLINE_EXCEEDED (the load may still complete), ...; ValueError,
+        RESOURCE_EXHAUSTED (64 saves and loads wait already), PERMISSION_DENIED,
+        DEADLINE_EXCEEDED (the load may still complete), ...; ValueError,
         before sending, for a version that is not an integer >= 0."""
         if isinstance(version, bool) or not isinstance(version, numbers.Integral) or version < 0:
             raise ValueError("version must be 0 (the newest) or a version number, got %r"

@@ -190,18 +190,16 @@ void AdminServiceImpl::SetTables(std::vector<ServedTable>* tables) {
 }
 
 void AdminServiceImpl::Shutdown() {
-  std::vector<std::thread> saves;
   {
     absl::MutexLock lock(&mu_);
     shutting_down_ = true;
     for (UpdateRowsCall* call : calls_) {
       call->Close();  // under mu_: the call's OnDone waits in Forget, so `call` stays alive
     }
-    saves.swap(saves_);
   }
-  for (std::thread& t : saves) {
-    t.join();  // a save in progress finishes (and answers) before the admin port closes
-  }
+  // Not under mu_: a job ends by taking it. The save or load in progress finishes (and answers)
+  // before the admin port closes; those queued behind it are answered UNAVAILABLE.
+  worker_.Shutdown();
 }
 
 void AdminServiceImpl::Forget(UpdateRowsCall* call) {
@@ -296,15 +294,34 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContex
   if (shutting_down_) {
     return refuse(absl::UnavailableError("the server is shutting down"));
   }
-  if (t.versions->busy.exchange(true)) {
-    return refuse(absl::AbortedError(absl::StrCat("a save of table '", EchoText(name),
-                                                  "' is already running; retry when it ends")));
+  if (!saving_.insert(&t).second) {
+    return refuse(
+        absl::AbortedError(absl::StrCat("a save of table '", EchoText(name),
+                                        "' is already queued or running; retry when it ends")));
   }
-  saves_.emplace_back([this, &t, reactor, response] {
-    const absl::Status s = Save(t, response);
-    t.versions->busy.store(false);
+  absl::Status queued = worker_.Post([this, &t, reactor, response](const absl::Status& start) {
+    absl::Status s = start;
+    if (s.ok()) {
+      // A version load by the poller may hold the table.
+      if (t.versions->busy.exchange(true)) {
+        s = absl::AbortedError(absl::StrCat("a version load of table '",
+                                            EchoText(t.store->info().name),
+                                            "' is running; retry when it ends"));
+      } else {
+        s = Save(t, response);
+        t.versions->busy.store(false);
+      }
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      saving_.erase(&t);
+    }
     reactor->Finish(ToGrpcStatus(s));
   });
+  if (!queued.ok()) {
+    saving_.erase(&t);
+    return refuse(queued);
+  }
   return reactor;
 }
 
@@ -366,7 +383,12 @@ grpc::ServerUnaryReactor* AdminServiceImpl::LoadVersion(grpc::CallbackServerCont
   if (shutting_down_) {
     return refuse(absl::UnavailableError("the server is shutting down"));
   }
-  saves_.emplace_back([this, &t = **table, reactor, response, version = request->version()] {
+  absl::Status queued = worker_.Post([this, &t = **table, reactor, response,
+                                      version = request->version()](const absl::Status& start) {
+    if (!start.ok()) {
+      reactor->Finish(ToGrpcStatus(start));
+      return;
+    }
     absl::StatusOr<LoadedVersion> loaded = LoadTableVersion(t, version, version != 0, clock_);
     if (loaded.ok()) {
       response->set_table(t.store->info().name);
@@ -376,6 +398,9 @@ grpc::ServerUnaryReactor* AdminServiceImpl::LoadVersion(grpc::CallbackServerCont
     }
     reactor->Finish(ToGrpcStatus(loaded.status()));
   });
+  if (!queued.ok()) {
+    return refuse(queued);
+  }
   return reactor;
 }
 

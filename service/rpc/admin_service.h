@@ -8,15 +8,17 @@
 // its status, after the answers of those before it. Callers are checked on every stream: where
 // the admin port runs mutual TLS, the client certificate's identity (its SANs, else its CN)
 // must be on the allow-list, else PERMISSION_DENIED. SaveTable writes a table loaded from a
-// version directory as its next version (service/tables/table_versions.h).
+// version directory as its next version (service/tables/table_versions.h); LoadVersion serves
+// another version (version_loader.h). Both run on the service's one AdminWorker, in the order they
+// arrive, with at most kMaxQueuedAdminJobs waiting.
 // Thread-safe.
 #ifndef EMB_SERVICE_RPC_ADMIN_SERVICE_H_
 #define EMB_SERVICE_RPC_ADMIN_SERVICE_H_
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -25,6 +27,7 @@
 #include "absl/synchronization/mutex.h"
 #include "embedding/v1/embedding_admin.grpc.pb.h"
 #include "service/common/clock.h"
+#include "service/rpc/admin_worker.h"
 #include "service/rpc/embedding_service.h"
 
 namespace emb::service {
@@ -39,6 +42,10 @@ struct AdminOptions {
   bool require_identity = true;
 };
 
+// How many saves and version loads may wait behind the one running; a call beyond them gets
+// RESOURCE_EXHAUSTED.
+inline constexpr size_t kMaxQueuedAdminJobs = 64;
+
 class UpdateRowsCall;
 
 class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::CallbackService {
@@ -52,17 +59,21 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   void SetTables(std::vector<ServedTable>* tables);
   // Ends every stream with UNAVAILABLE: a stream waiting for its next message at once, one whose
   // message is being applied once its answer is sent (so every answered message is applied).
-  // Later streams get UNAVAILABLE at once. Call before the admin grpc::Server's Shutdown.
+  // Answers each queued save and version load UNAVAILABLE without starting it, and waits for the
+  // one running to finish and answer. Later calls get UNAVAILABLE at once. Call before the admin
+  // grpc::Server's Shutdown.
   void Shutdown();
 
   grpc::ServerBidiReactor<embedding::v1::UpdateRowsRequest, embedding::v1::UpdateRowsResponse>*
   UpdateRows(grpc::CallbackServerContext* ctx) override;
-  // Writes the table's next version on a thread of its own (a save takes as long as the table's
-  // bytes take to reach the disk), with the table's updates paused; answers when it is renamed.
+  // Writes the table's next version on the worker (a save takes as long as the table's bytes take
+  // to reach the disk), with the table's updates paused; answers when it is renamed. ABORTED while
+  // a save of the table is queued or running, RESOURCE_EXHAUSTED when the worker's queue is full.
   grpc::ServerUnaryReactor* SaveTable(grpc::CallbackServerContext* ctx,
                                       const embedding::v1::SaveTableRequest* request,
                                       embedding::v1::SaveTableResponse* response) override;
-  // Loads and swaps in a version (version_loader.h) on a thread of its own.
+  // Loads and swaps in a version (version_loader.h) on the worker; RESOURCE_EXHAUSTED when its
+  // queue is full.
   grpc::ServerUnaryReactor* LoadVersion(grpc::CallbackServerContext* ctx,
                                         const embedding::v1::LoadVersionRequest* request,
                                         embedding::v1::LoadVersionResponse* response) override;
@@ -72,7 +83,7 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   // OK when the caller may write, else PERMISSION_DENIED saying why.
   absl::Status CheckCaller(const grpc::CallbackServerContext& ctx) const;
   void Forget(UpdateRowsCall* call);
-  // SaveTable's work, on its thread.
+  // SaveTable's work, on the worker.
   absl::Status Save(ServedTable& table, embedding::v1::SaveTableResponse* response);
 
   const AdminOptions options_;
@@ -82,7 +93,9 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<UpdateRowsCall*> calls_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::thread> saves_ ABSL_GUARDED_BY(mu_);  // saves and loads; joined by Shutdown
+  // The tables with a save queued or running: a second save of one is refused.
+  absl::flat_hash_set<const ServedTable*> saving_ ABSL_GUARDED_BY(mu_);
+  AdminWorker worker_{kMaxQueuedAdminJobs};  // saves and version loads
 };
 
 }  // namespace emb::service

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "proto/convert/data_type_proto.h"
 #include "service/common/status_macros.h"
+#include "service/common/update_sequence.h"
 #include "service/rpc/grpc_status.h"
 
 namespace emb::service {
@@ -274,6 +275,12 @@ absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRo
     return absl::InvalidArgumentError(absl::StrCat(
         "rows hold ", request.rows().size(), " bytes, but ", n, " ids of table '", table.name,
         "' (dim ", table.dim, ") in ", DataTypeName(rows_type), " take ", n * row_bytes));
+  }
+  if (request.sequence() >= kSequenceLimit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence ", request.sequence(), " is not below ", kSequenceLimit,
+        " (2^62), the limit of an update's sequence, which keeps room for the updates after it; "
+        "number the messages from the table's sequence (ListTables) upwards"));
   }
   absl::string_view reason;
   RETURN_IF_ERROR(CheckIds(request.ids(), table, &reason));

@@ -78,10 +78,11 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                                                int64_t max_response_bytes,
                                                absl::string_view* reject_reason);
 
-// The rows' type when `request` may be applied to `table` (its sequence is checked when it is
-// applied, against the table's last). Otherwise INVALID_ARGUMENT (an unknown dtype, a negative
-// id, rows whose length is not len(ids) rows of the table's dim) or OUT_OF_RANGE (an id >=
-// table.rows), naming the field, the value and the table.
+// The rows' type when `request` may be applied to `table` (its sequence is checked against the
+// table's last when it is applied). Otherwise INVALID_ARGUMENT (an unknown dtype, a negative id,
+// rows whose length is not len(ids) rows of the table's dim, a sequence not below
+// kSequenceLimit, 2^62) or OUT_OF_RANGE (an id >= table.rows), naming the field, the value and
+// the table (or the limit).
 absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRowsRequest& request,
                                                    const RequestTable& table);
 

@@ -464,7 +464,18 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
     table.devices_option = spec.devices;
     table.hot_ids_path = spec.hot_ids_path;
     if (IsDirectory(spec.path)) {
-      // A version directory: the newest version that opens; each newer one refused is logged.
+      // A version directory: what an earlier run's save left half-written goes first (a save
+      // of another server sharing the directory holds its own locked, and it stays).
+      if (absl::StatusOr<StaleTemporaries> stale = RemoveStaleTemporaries(spec.path); stale.ok()) {
+        for (const std::string& path : stale->removed) {
+          LogInfo("table '", spec.name, "': removed ", path,
+                  ", the temporary directory of a save that did not finish");
+        }
+        for (const std::string& line : stale->kept) {
+          LogInfo("table '", spec.name, "': left ", line);
+        }
+      }
+      // Then the newest version that opens; each newer one refused is logged.
       std::vector<std::string> skipped;
       absl::StatusOr<std::unique_ptr<TableSource>> source = OpenNewestVersion(spec, &skipped);
       for (const std::string& line : skipped) {

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "service/common/status_macros.h"
+#include "service/common/update_sequence.h"
 #include "service/tables/json_reader.h"
 #include "service/tables/table_layout.h"
 
@@ -74,11 +75,12 @@ absl::StatusOr<TableLayout> ParseSafetensors(absl::string_view path, absl::strin
   if (auto meta = header.fields.find("__metadata__"); meta != header.fields.end()) {
     const auto& fields = meta->second.fields;
     auto seq = fields.find(kSequenceMetadataKey);
-    if (seq != fields.end() &&
-        (seq->second.kind != Json::kString ||
-         !absl::SimpleAtoi(seq->second.str, &layout.sequence) || layout.sequence < 0)) {
+    if (seq != fields.end() && (seq->second.kind != Json::kString ||
+                                !absl::SimpleAtoi(seq->second.str, &layout.sequence) ||
+                                layout.sequence < 0 || layout.sequence >= kSequenceLimit)) {
       return Defect(path, absl::StrCat("__metadata__.", kSequenceMetadataKey,
-                                       " is not a non-negative integer in a string"));
+                                       " is not a non-negative integer in a string below ",
+                                       kSequenceLimit, " (2^62, the limit of a sequence)"));
     }
     if (auto l = fields.find(kLayoutMetadataKey); l != fields.end()) {
       quantized_layout = l->second.str;

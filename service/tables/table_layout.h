@@ -25,7 +25,7 @@ struct TableLayout {
   DataType dtype = DataType::kFloat32;
   size_t data_offset = 0;
   // The last update sequence applied to these rows, from a .safetensors file's metadata
-  // ("emb_sequence", written by SaveTable); 0 where the file has none.
+  // ("emb_sequence", written by SaveTable), below kSequenceLimit; 0 where the file has none.
   int64_t sequence = 0;
 };
 

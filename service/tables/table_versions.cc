@@ -2,19 +2,25 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "service/common/status_macros.h"
 #include "service/tables/table_layout.h"
 
@@ -122,6 +128,34 @@ void RemoveTree(const std::string& dir) {
   (void)rmdir(dir.c_str());
 }
 
+// Closes a file descriptor when it goes out of scope (which also releases its flock).
+class ScopedFd {
+ public:
+  explicit ScopedFd(int fd) : fd_(fd) {}
+  ~ScopedFd() {
+    if (fd_ >= 0) {
+      close(fd_);
+    }
+  }
+  ScopedFd(const ScopedFd&) = delete;
+  ScopedFd& operator=(const ScopedFd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// 64 bits that no earlier run of any server drew: from the kernel's random source, else the time.
+uint64_t TemporaryToken() {
+  uint64_t token = 0;
+  if (getrandom(&token, sizeof(token), 0) != static_cast<ssize_t>(sizeof(token))) {
+    token = static_cast<uint64_t>(absl::GetCurrentTimeNanos());
+  }
+  return token;
+}
+
+constexpr char kTemporaryPrefix[] = ".tmp-";
+
 }  // namespace
 
 bool IsDirectory(const std::string& path) {
@@ -129,18 +163,86 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+std::optional<int64_t> ParseVersion(absl::string_view name) {
+  int64_t v = 0;
+  if (name.empty() || name.front() == '0' ||
+      !std::all_of(name.begin(), name.end(), [](char c) { return absl::ascii_isdigit(c); }) ||
+      !absl::SimpleAtoi(name, &v)) {
+    return std::nullopt;  // SimpleAtoi fails past 2^63-1
+  }
+  return v;
+}
+
 absl::StatusOr<std::vector<int64_t>> ListVersions(const std::string& dir) {
   ASSIGN_OR_RETURN(std::vector<std::string> names, Entries(dir));
   std::vector<int64_t> versions;
   for (const std::string& n : names) {
-    int64_t v = 0;
-    const bool digits = !n.empty() && std::all_of(n.begin(), n.end(), absl::ascii_isdigit);
-    if (digits && absl::SimpleAtoi(n, &v) && v >= 1 && IsDirectory(absl::StrCat(dir, "/", n))) {
-      versions.push_back(v);
+    if (const std::optional<int64_t> v = ParseVersion(n);
+        v.has_value() && IsDirectory(absl::StrCat(dir, "/", n))) {
+      versions.push_back(*v);
     }
   }
   std::sort(versions.rbegin(), versions.rend());
   return versions;
+}
+
+absl::StatusOr<int64_t> NextVersion(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, Entries(dir));
+  int64_t newest = 0;
+  for (const std::string& n : names) {
+    newest = std::max(newest, ParseVersion(n).value_or(0));
+  }
+  if (newest == std::numeric_limits<int64_t>::max()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        dir, " holds an entry named ", newest,
+        ", the largest version number there can be (2^63-1), so no version can follow it: save "
+        "into a new version directory, its versions renumbered from 1"));
+  }
+  return newest + 1;
+}
+
+absl::StatusOr<StaleTemporaries> RemoveStaleTemporaries(const std::string& dir) {
+  ASSIGN_OR_RETURN(std::vector<std::string> names, Entries(dir));
+  StaleTemporaries out;
+  for (const std::string& n : names) {
+    if (!absl::StartsWith(n, kTemporaryPrefix)) {
+      continue;
+    }
+    const std::string path = absl::StrCat(dir, "/", n);
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) {
+      continue;  // gone meanwhile
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      if (unlink(path.c_str()) == 0) {
+        out.removed.push_back(path);
+      } else {
+        out.kept.push_back(absl::StrCat(path, ": cannot remove it: ", strerror(errno)));
+      }
+      continue;
+    }
+    // A save holds its temporary directory locked until it is renamed (or removed), and the lock
+    // goes with its process: a directory that locks is no save's.
+    const ScopedFd fd(open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (fd.get() < 0) {
+      out.kept.push_back(absl::StrCat(path, ": cannot open it: ", strerror(errno)));
+      continue;
+    }
+    if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+      out.kept.push_back(absl::StrCat(
+          path, errno == EWOULDBLOCK ? ": a save of a running server is writing it"
+                                     : absl::StrCat(": cannot lock it: ", strerror(errno))));
+      continue;
+    }
+    RemoveTree(path);
+    if (lstat(path.c_str(), &st) == 0) {
+      out.kept.push_back(
+          absl::StrCat(path, ": cannot remove all of it (a directory inside, or permissions)"));
+    } else {
+      out.removed.push_back(path);
+    }
+  }
+  return out;
 }
 
 absl::StatusOr<std::unique_ptr<TableSource>> OpenVersion(const TableSpec& spec, int64_t version) {
@@ -178,17 +280,27 @@ absl::StatusOr<VersionFile> WriteVersion(
     const std::string& dir, const std::string& tensor, int64_t rows, int64_t dim, DataType dtype,
     int64_t sequence,
     absl::FunctionRef<absl::Status(size_t offset, absl::Span<std::byte> out)> read) {
-  ASSIGN_OR_RETURN(const std::vector<int64_t> versions, ListVersions(dir));
   VersionFile out;
-  out.version = versions.empty() ? 1 : versions.front() + 1;
-  const std::string tmp = absl::StrCat(dir, "/.tmp-", out.version, "-", getpid());
+  ASSIGN_OR_RETURN(out.version, NextVersion(dir));
+  // PID and a random token: a server that restarts as the same PID (PID 1 in a container) never
+  // meets the name of its earlier run's temporary directory.
+  const std::string tmp = absl::StrFormat("%s/%s%d-%d-%016x", dir, kTemporaryPrefix, out.version,
+                                          getpid(), TemporaryToken());
   const std::string final_dir = absl::StrCat(dir, "/", out.version);
   const std::string file_name = absl::StrCat(tensor, ".safetensors");
   if (mkdir(tmp.c_str(), 0755) != 0) {
     return Errno("mkdir", tmp);
   }
   const std::string tmp_file = absl::StrCat(tmp, "/", file_name);
+  // Held until the write ends either way: RemoveStaleTemporaries leaves a locked directory alone.
+  const ScopedFd lock(open(tmp.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   auto write = [&]() -> absl::Status {
+    if (lock.get() < 0) {
+      return Errno("open", tmp);
+    }
+    if (flock(lock.get(), LOCK_EX | LOCK_NB) != 0) {
+      return Errno("lock", tmp);
+    }
     size_t data_bytes = 0;
     if (!TableBytes(rows, dim, dtype, &data_bytes)) {
       return absl::InternalError("table size overflows");

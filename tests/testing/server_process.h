@@ -47,6 +47,8 @@ class ServerProcess {
   int admin_port() const { return admin_port_; }
   std::string admin_target() const { return "127.0.0.1:" + std::to_string(admin_port_); }
 
+  // The server's process id (for /proc/PID), until it has exited.
+  pid_t pid() const { return pid_; }
   void Signal(int signal) const;
   // Waits for the server to exit; -1 if it is still running after `timeout`.
   int WaitExit(absl::Duration timeout);

@@ -2,13 +2,18 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
+#include <string>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "embedding/v1/embedding_admin.pb.h"
 #include "embedding/v1/embedding_service.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/data_type.h"
+#include "service/common/update_sequence.h"
 #include "tests/testing/status_matchers.h"
 
 namespace emb::service {
@@ -110,6 +115,36 @@ TEST(ValidateLookUpRequest, AnswerWhoseSizeOverflowsInt64IsTooLarge) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("would be over 9223372036854775807 bytes")));
   EXPECT_EQ(reason, kRejectAnswerTooLarge);
+}
+
+// One bfloat16 row of kTable for row 3, with `sequence`.
+embedding::v1::UpdateRowsRequest Update(int64_t sequence) {
+  embedding::v1::UpdateRowsRequest r;
+  r.add_ids(3);
+  r.set_rows(std::string(4 * 2, '\0'));
+  r.set_sequence(sequence);
+  return r;
+}
+
+TEST(ValidateUpdateRowsRequest, TakesSequencesBelowTheLimit) {
+  for (int64_t sequence : {int64_t{1}, int64_t{1700000000000000000}, kSequenceLimit - 1}) {
+    auto type = ValidateUpdateRowsRequest(Update(sequence), kTable);
+    ASSERT_THAT(type, IsOk()) << sequence;
+    EXPECT_EQ(*type, DataType::kBFloat16);
+  }
+}
+
+// Issue 41, item 3: a message of sequence 2^63-1 was applied, and then no later message could
+// have a greater one: the table took no update until a version was loaded over it.
+TEST(ValidateUpdateRowsRequest, RefusesASequenceFromTheLimitOnNamingIt) {
+  EXPECT_EQ(kSequenceLimit, int64_t{4611686018427387904});
+  for (int64_t sequence : {kSequenceLimit, std::numeric_limits<int64_t>::max()}) {
+    EXPECT_THAT(ValidateUpdateRowsRequest(Update(sequence), kTable),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr(absl::StrCat("sequence ", sequence,
+                                                " is not below 4611686018427387904 (2^62), the "
+                                                "limit of an update's sequence"))));
+  }
 }
 
 }  // namespace

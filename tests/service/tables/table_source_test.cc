@@ -951,6 +951,28 @@ TEST_F(TableSourceTest, OpensAQuantizedSafetensorsTable) {
               Defect(Path("bad.safetensors"), "rows of 21 bytes are not int8_rowwise rows of 12"));
 }
 
+// A saved version's sequence lies below 2^62, as every update's (service/common/update_sequence.h):
+// a file that says otherwise would leave its table no room for an update.
+TEST_F(TableSourceTest, ASequenceInTheMetadataFromTheLimitOnIsADefect) {
+  const std::string rows = RandomRows(DataType::kFloat32, 2 * 2, 3);
+  auto file = [&](const std::string& sequence) {
+    return SafetensorsFromHeader(
+        absl::StrCat("{\"__metadata__\":{\"emb_sequence\":\"", sequence,
+                     "\"},\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,",
+                     rows.size(), "]}}"),
+        rows);
+  };
+  auto source = Open("below.safetensors", file("4611686018427387903"));
+  ASSERT_THAT(source, IsOk());
+  EXPECT_EQ((*source)->sequence(), 4611686018427387903);
+  for (const char* sequence : {"4611686018427387904", "9223372036854775807"}) {
+    EXPECT_THAT(Open("at.safetensors", file(sequence)),
+                Defect(Path("at.safetensors"),
+                       "__metadata__.emb_sequence is not a non-negative integer in a string below "
+                       "4611686018427387904 (2^62"));
+  }
+}
+
 TEST_F(TableSourceTest, ARowThatCannotBeQuantizedIsNamedWhenRead) {
   std::string floats = RandomRows(DataType::kFloat32, 4 * 3, 2);
   const float nan = std::numeric_limits<float>::quiet_NaN();
