@@ -153,7 +153,7 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, admin_address, "",
           "HOST:PORT of the admin listener (EmbeddingAdminService: row updates). Empty: no admin "
           "service; the tables take no writes. Needs mutual TLS (--admin_tls_*) and "
-          "--admin_allowed_identities, or --admin_insecure on a loopback host.");
+          "--admin_allowed_identities, or --admin_insecure on a literal loopback address.");
 ABSL_FLAG(std::string, admin_tls_cert, "", "PEM certificate (chain) of the admin listener.");
 ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key (unencrypted) of --admin_tls_cert.");
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
@@ -164,7 +164,8 @@ ABSL_FLAG(std::vector<std::string>, admin_allowed_identities, {},
           "PERMISSION_DENIED.");
 ABSL_FLAG(bool, admin_insecure, false,
           "Serve the admin listener in plaintext to every caller, without an identity check: "
-          "only on a loopback --admin_address (tests, a sidecar in the same pod).");
+          "only on a literal loopback --admin_address (127.0.0.0/8, [::1] or localhost; tests, a "
+          "sidecar in the same pod).");
 ABSL_FLAG(double, version_poll_seconds, 0,
           "How often each table served from a version directory (--table=NAME=DIR) is checked "
           "for a newer version, which is then loaded beside the served one and swapped in; 0: "

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -169,10 +168,6 @@ std::string DeviceNames(const std::vector<Device>& devices) {
                        [](std::string* out, const Device& d) { out->append(d.name()); });
 }
 
-bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
 // The admin flags besides the address: consistent, and safe for the address they serve.
 absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& address) {
   const bool any_tls =
@@ -184,12 +179,12 @@ absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& addres
           "admin port in plaintext to every caller");
     }
     if (!IsLoopbackHost(address.host)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--admin_insecure serves writes to every caller, so only on a loopback host "
-                       "(127.0.0.1, [::1], localhost), not --admin_address=",
-                       c.admin_address,
-                       "; for any other address use mutual TLS (--admin_tls_cert, "
-                       "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--admin_insecure serves writes to every caller, so only on a literal loopback "
+          "address (127.0.0.0/8, [::1], or localhost itself), not --admin_address=",
+          c.admin_address,
+          "; for any other address use mutual TLS (--admin_tls_cert, "
+          "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
     }
     return absl::OkStatus();
   }

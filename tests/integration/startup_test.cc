@@ -254,8 +254,12 @@ TEST(StartUp, FlagSyntaxErrorsExitOne) {
 TEST(StartUp, AdminFlagErrorsStopStartUpBeforeAnyPortOpens) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--admin_address=0.0.0.0:0", "--admin_insecure"},
-       "--admin_insecure serves writes to every caller, so only on a loopback host"},
+       "--admin_insecure serves writes to every caller, so only on a literal loopback address"},
       {{"--admin_address=192.0.2.1:0", "--admin_insecure"}, "not --admin_address=192.0.2.1:0"},
+      // A name is not a loopback address, whatever it starts with (issue 41, item 7d).
+      {{"--admin_address=127.example.com:0", "--admin_insecure"},
+       "only on a literal loopback address (127.0.0.0/8, [::1], or localhost itself), not "
+       "--admin_address=127.example.com:0"},
       {{"--admin_insecure"}, "need --admin_address"},
       {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
       {{"--admin_address=nonsense", "--admin_insecure"}, "--admin_address=nonsense"},

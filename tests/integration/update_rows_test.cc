@@ -492,7 +492,7 @@ TEST(UpdateRowsFlags, UnsafeOrIncompleteAdminFlagsStopStartUp) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {{"--admin_address=0.0.0.0:0", "--admin_insecure"}, "only on a loopback host"},
+      {{"--admin_address=0.0.0.0:0", "--admin_insecure"}, "only on a literal loopback address"},
       {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
       {{"--admin_insecure"}, "need --admin_address"},
       {{"--admin_address=127.0.0.1:0", "--admin_tls_cert=/x", "--admin_tls_key=/y",
