@@ -139,6 +139,7 @@ absl::StatusOr<ShardLayout> ShardedClient::LearnLayout(const std::string& table,
       layout.dim = t.dim;
       layout.dtype = t.dtype;
       layout.block_rows = (t.whole_rows + n - 1) / n;
+      layout.version = t.version;
     } else if (t.name != layout.table || t.whole_rows != layout.whole_rows || t.dim != layout.dim ||
                t.dtype != layout.dtype) {
       return ShardError(k, absl::FailedPreconditionError(absl::StrFormat(
@@ -146,6 +147,14 @@ absl::StatusOr<ShardLayout> ShardedClient::LearnLayout(const std::string& table,
                                "%d rows x %d %s: the shards serve different tables",
                                t.name, t.whole_rows, t.dim, DataTypeName(t.dtype), layout.table,
                                layout.whole_rows, layout.dim, DataTypeName(layout.dtype))));
+    }
+    if (t.version != layout.version) {
+      return ShardError(k, absl::FailedPreconditionError(absl::StrCat(
+                               "table '", t.name, "' there is version ", t.version,
+                               ", but on shard 0 version ", layout.version,
+                               ": the shards serve different versions of the table, whose rows "
+                               "must not be mixed in one answer (load the same version on every "
+                               "shard, then look up again)")));
     }
     if (t.first_row != static_cast<int64_t>(k) * layout.block_rows) {
       return ShardError(k, absl::FailedPreconditionError(absl::StrCat(

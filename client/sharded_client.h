@@ -48,6 +48,7 @@ struct ShardLayout {
   int64_t dim = 0;
   DataType dtype = DataType::kFloat32;  // the table's; a quantized table answers float32
   int64_t block_rows = 0;               // ceil(whole_rows / shards)
+  int64_t version = 0;  // the version every shard serves (TableInfo.version; 0: not versioned)
   std::vector<int64_t> first_rows;
   std::vector<int64_t> rows;
 };
@@ -88,8 +89,10 @@ class ShardedClient {
 
   // The table's split (learned from the shards' ListTables on first use, then kept).
   // FAILED_PRECONDITION naming the shard when the shards disagree: a shard that is not shard K
-  // of N of the table at position K, or different rows, dims or types; a shard's own error as
-  // LookUp names it.
+  // of N of the table at position K, or different rows, dims, types or versions (TableInfo.version:
+  // rows of two versions are never mixed in one answer); a shard's own error as LookUp names it.
+  // The versions are compared when the split is learned: a shard that swaps in another version
+  // later is seen after ForgetLayouts().
   absl::StatusOr<ShardLayout> Layout(const std::string& table, absl::Duration timeout);
 
   // Forgets the learned splits (after the shards are redeployed with another split).

@@ -153,7 +153,7 @@ ABSL_FLAG(std::string, tls_client_ca, "",
 ABSL_FLAG(std::string, admin_address, "",
           "HOST:PORT of the admin listener (EmbeddingAdminService: row updates). Empty: no admin "
           "service; the tables take no writes. Needs mutual TLS (--admin_tls_*) and "
-          "--admin_allowed_identities, or --admin_insecure on a loopback host.");
+          "--admin_allowed_identities, or --admin_insecure on a literal loopback address.");
 ABSL_FLAG(std::string, admin_tls_cert, "", "PEM certificate (chain) of the admin listener.");
 ABSL_FLAG(std::string, admin_tls_key, "", "PEM private key (unencrypted) of --admin_tls_cert.");
 ABSL_FLAG(std::string, admin_tls_client_ca, "",
@@ -164,7 +164,8 @@ ABSL_FLAG(std::vector<std::string>, admin_allowed_identities, {},
           "PERMISSION_DENIED.");
 ABSL_FLAG(bool, admin_insecure, false,
           "Serve the admin listener in plaintext to every caller, without an identity check: "
-          "only on a loopback --admin_address (tests, a sidecar in the same pod).");
+          "only on a literal loopback --admin_address (127.0.0.0/8, [::1] or localhost; tests, a "
+          "sidecar in the same pod).");
 ABSL_FLAG(double, version_poll_seconds, 0,
           "How often each table served from a version directory (--table=NAME=DIR) is checked "
           "for a newer version, which is then loaded beside the served one and swapped in; 0: "
@@ -192,15 +193,29 @@ bool ParseRowsByDim(const std::string& text, int64_t* rows, int64_t* dim) {
 // The most bytes of one --flagfile, and how deep flag files may include others.
 constexpr size_t kMaxFlagfileBytes = size_t{1} << 20;
 constexpr int kMaxFlagfileDepth = 8;
+// The most flag files read in all, and their bytes in all, each include counted (a file included
+// twice is read twice): a fan-out without a cycle (30 files a level, 6 levels deep) stays under
+// the depth bound and would read 30^6 files.
+constexpr int kMaxFlagfileReads = 256;
+constexpr size_t kMaxFlagfileTotalBytes = size_t{4} << 20;
+
+// What the flag files expanded so far have read.
+struct FlagfileReads {
+  int files = 0;
+  size_t bytes = 0;
+};
 
 // `args` with each --flagfile=F1[,F2...] (or --flagfile F1) replaced by its files' flags, as
 // Abseil reads them: one flag per line, blank lines and lines starting with # skipped, nested
 // flag files followed. Every flag file must be a regular file of at most kMaxFlagfileBytes (a
 // directory, a FIFO or /dev/zero is refused at once), and may not include itself, directly or
-// through others, nor nest deeper than kMaxFlagfileDepth: INVALID_ARGUMENT naming the file.
-// `chain`: the real paths of the flag files being expanded, outermost first.
+// through others, nor nest deeper than kMaxFlagfileDepth; and all of them together are at most
+// kMaxFlagfileReads files and kMaxFlagfileTotalBytes: INVALID_ARGUMENT naming the file (and the
+// bound). `chain`: the real paths of the flag files being expanded, outermost first; `reads`:
+// what they read so far.
 absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(const std::vector<std::string>& args,
-                                                         std::vector<std::string>* chain) {
+                                                         std::vector<std::string>* chain,
+                                                         FlagfileReads* reads) {
   std::vector<std::string> out;
   for (size_t i = 0; i < args.size(); ++i) {
     std::string files;
@@ -214,9 +229,22 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(const std::vector<std::
     }
     for (absl::string_view file : absl::StrSplit(files, ',', absl::SkipEmpty())) {
       const std::string path(file);
+      if (reads->files >= kMaxFlagfileReads) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--flagfile=", path, ": flag files would be read more than ", kMaxFlagfileReads,
+            " times in all (each include counted; the bound on flag files read)"));
+      }
       absl::StatusOr<std::string> text = emb::service::ReadRegularFile(path, kMaxFlagfileBytes);
       if (!text.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("--flagfile=", text.status().message()));
+      }
+      ++reads->files;
+      reads->bytes += text->size();
+      if (reads->bytes > kMaxFlagfileTotalBytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--flagfile=", path, ": flag files hold more than ", kMaxFlagfileTotalBytes,
+            " bytes in all (each include counted; the bound "
+            "on flag file bytes read)"));
       }
       char* real = realpath(path.c_str(), nullptr);
       const std::string real_path = real != nullptr ? real : path;
@@ -238,7 +266,7 @@ absl::StatusOr<std::vector<std::string>> ExpandFlagfiles(const std::vector<std::
         }
       }
       chain->push_back(real_path);
-      absl::StatusOr<std::vector<std::string>> nested = ExpandFlagfiles(lines, chain);
+      absl::StatusOr<std::vector<std::string>> nested = ExpandFlagfiles(lines, chain, reads);
       chain->pop_back();
       if (!nested.ok()) {
         return nested.status();
@@ -425,8 +453,9 @@ int main(int argc, char** argv) {
   // Flag files first, before Abseil follows them: a FIFO, /dev/zero or a file that includes itself
   // would otherwise hang or loop for ever.
   std::vector<std::string> chain;
+  FlagfileReads reads;
   const absl::StatusOr<std::vector<std::string>> args =
-      ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc), &chain);
+      ExpandFlagfiles(std::vector<std::string>(argv + 1, argv + argc), &chain, &reads);
   if (!args.ok()) {
     LogError("stopping: ", args.status().message());
     return 1;

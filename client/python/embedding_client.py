@@ -340,10 +340,18 @@ class ShardedClient:
         return ShardError(code, "shard %d of %d (%s): %s"
                           % (k, len(self._targets), self._targets[k], details))
 
+    def forget_layouts(self):
+        """Forgets the learned splits (after the shards are redeployed with another split or
+        another version): the next lookup asks the shards again."""
+        with self._lock:
+            self._layouts.clear()
+
     def layout(self, table="", timeout=None):
-        """{table, whole_rows, dim, dtype, block_rows, first_rows, rows}: the table's split,
-        from the shards' ListTables on first use (then kept). ShardError (FAILED_PRECONDITION)
-        naming the shard when the shards disagree."""
+        """{table, whole_rows, dim, dtype, block_rows, version, first_rows, rows}: the table's
+        split, from the shards' ListTables on first use (then kept). ShardError
+        (FAILED_PRECONDITION) naming the shard when the shards disagree, serving different
+        versions (TableInfo.version) included: rows of two versions are never mixed in one answer.
+        A shard that swaps in another version later is seen after forget_layouts()."""
         with self._lock:
             if table in self._layouts:
                 return self._layouts[table]
@@ -368,11 +376,19 @@ class ShardedClient:
             whole = t.whole_rows or t.rows
             if layout is None:
                 layout = dict(table=t.name, whole_rows=whole, dim=t.dim, dtype=t.dtype,
-                              block_rows=-(-whole // n), first_rows=[], rows=[])
+                              block_rows=-(-whole // n), version=t.version, first_rows=[],
+                              rows=[])
             elif (t.name, whole, t.dim, t.dtype) != (layout["table"], layout["whole_rows"],
                                                      layout["dim"], layout["dtype"]):
                 raise self._error(k, grpc.StatusCode.FAILED_PRECONDITION,
                                   "the shards serve different tables")
+            if t.version != layout["version"]:
+                raise self._error(k, grpc.StatusCode.FAILED_PRECONDITION,
+                                  "table %r there is version %d, but on shard 0 version %d: the "
+                                  "shards serve different versions of the table, whose rows must "
+                                  "not be mixed in one answer (load the same version on every "
+                                  "shard, then look up again)"
+                                  % (t.name, t.version, layout["version"]))
             layout["first_rows"].append(t.first_row)
             layout["rows"].append(t.rows)
         with self._lock:

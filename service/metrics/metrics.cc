@@ -6,6 +6,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "prometheus/counter.h"
+#include "prometheus/labels.h"
 
 namespace emb::service {
 namespace {
@@ -100,6 +101,11 @@ Metrics::Metrics()
                         .Name("embedding_rejected_ids_total")
                         .Help("Ids in requests turned away before batching, by reason.")
                         .Register(*registry_)),
+      rejected_requests_(BuildCounter()
+                             .Name("embedding_rejected_requests_total")
+                             .Help("Requests turned away before batching, by reason (those "
+                                   "with no ids included).")
+                             .Register(*registry_)),
       dropped_requests_(BuildCounter()
                             .Name("embedding_dropped_requests_total")
                             .Help("Queued requests dropped before their batch ran: deadline "
@@ -299,8 +305,9 @@ TableMetrics Metrics::AddTable(const std::string& table, const std::string& dtyp
 }
 
 void Metrics::RejectIds(const std::string& table, absl::string_view reason, int64_t ids) {
-  rejected_ids_.Add({{"table", table}, {"reason", std::string(reason)}})
-      .Increment(static_cast<double>(ids));
+  const prometheus::Labels labels = {{"table", table}, {"reason", std::string(reason)}};
+  rejected_ids_.Add(labels).Increment(static_cast<double>(ids));
+  rejected_requests_.Add(labels).Increment();
 }
 
 // The instances of one gRPC method, resolved on its first call; per code on the code's first use.

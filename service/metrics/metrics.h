@@ -82,8 +82,9 @@ class Metrics {
   PartMetrics AddTablePart(const std::string& table, const std::string& device, int part,
                            size_t device_bytes);
 
-  // Counts `ids` ids of a request on `table` turned away for `reason` (a label value: kReject* in
-  // service/rpc/request_validation.h).
+  // Counts one request on `table` turned away for `reason` (a label value: kReject* in
+  // service/rpc/request_validation.h), and its `ids` ids (0 for a request with none, which
+  // embedding_rejected_requests_total still counts).
   void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
 
   // Bytes of answer memory held for LookUps whose answers gRPC has not yet sent or dropped
@@ -125,6 +126,7 @@ class Metrics {
   prometheus::Family<prometheus::Histogram>& batch_requests_;
   prometheus::Family<prometheus::Counter>& ids_;
   prometheus::Family<prometheus::Counter>& rejected_ids_;
+  prometheus::Family<prometheus::Counter>& rejected_requests_;
   prometheus::Family<prometheus::Counter>& dropped_requests_;
   prometheus::Family<prometheus::Counter>& late_answers_;
   prometheus::Family<prometheus::Counter>& answer_bytes_;

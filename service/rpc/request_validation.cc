@@ -1,7 +1,10 @@
 #include "service/rpc/request_validation.h"
 
+#include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -38,6 +41,47 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int64_t>& ids,
     return absl::OutOfRangeError(absl::StrCat("ids[", i, "] = ", id, " is out of range for table '",
                                               table.name, "' with ", table.rows,
                                               " rows (valid: 0..", table.rows - 1, ")"));
+  }
+  return absl::OkStatus();
+}
+
+// OK when every element of `rows` (len(ids) rows of table.dim elements of `rows_type`) is finite
+// and stays finite in the table's type; else INVALID_ARGUMENT naming the first that is not, by
+// its row, id and element. A NaN or infinite element, or one that the table's float16 or
+// bfloat16 rounds to infinity, would be served to every later lookup of its row, and would poison
+// every pooled bag that holds it.
+absl::Status CheckRowsFinite(const embedding::v1::UpdateRowsRequest& request, DataType rows_type,
+                             const RequestTable& table) {
+  const size_t size = ElementSize(rows_type);
+  const auto dim = static_cast<size_t>(table.dim);
+  const std::string& rows = request.rows();
+  const size_t count = rows.size() / size;
+  for (size_t e = 0; e < count; ++e) {
+    const char* at = rows.data() + e * size;
+    float value = 0;
+    if (rows_type == DataType::kFloat32) {
+      std::memcpy(&value, at, sizeof(value));
+    } else {
+      uint16_t bits = 0;
+      std::memcpy(&bits, at, sizeof(bits));
+      value = rows_type == DataType::kFloat16 ? HalfToFloat(bits) : BFloat16ToFloat(bits);
+    }
+    bool finite = std::isfinite(value);
+    const bool overflows =
+        finite &&
+        ((table.dtype == DataType::kFloat16 && (FloatToHalf(value) & 0x7fffu) == 0x7c00u) ||
+         (table.dtype == DataType::kBFloat16 && (FloatToBFloat16(value) & 0x7fffu) == 0x7f80u));
+    if (finite && !overflows) {
+      continue;
+    }
+    const size_t row = e / dim;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "rows[", row, "] (id ", request.ids(static_cast<int>(row)), "), element ", e % dim, " is ",
+        std::isnan(value) ? "NaN"
+        : !finite         ? (value > 0 ? "+infinity" : "-infinity")
+                          : absl::StrCat(value, ", which the table's ", DataTypeName(table.dtype),
+                                         " rounds to infinity"),
+        ": rows must be finite numbers the table's type can hold"));
   }
   return absl::OkStatus();
 }
@@ -208,6 +252,17 @@ absl::StatusOr<LookUpPlan> PlanLookUp(const LookUpRequest& request, const Reques
                                         "weights has ", request.weights_size(), " values for ", n,
                                         " ids; give one weight per id, or none")));
     }
+    for (int i = 0; i < request.weights_size(); ++i) {
+      if (const float w = request.weights(i); !std::isfinite(w)) {
+        return reject(kRejectBadBags, absl::InvalidArgumentError(absl::StrCat(
+                                          "weights[", i, "] = ",
+                                          std::isnan(w) ? "NaN"
+                                          : w > 0       ? "+inf"
+                                                        : "-inf",
+                                          " (for ids[", i, "] = ", request.ids(i),
+                                          ") is not finite: weights must be finite numbers")));
+      }
+    }
     if (absl::Status s = PlanBags(request, max_request_ids, &plan); !s.ok()) {
       return reject(kRejectBadBags, s);
     }
@@ -284,6 +339,7 @@ absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRo
   }
   absl::string_view reason;
   RETURN_IF_ERROR(CheckIds(request.ids(), table, &reason));
+  RETURN_IF_ERROR(CheckRowsFinite(request, rows_type, table));
   return rows_type;
 }
 

@@ -65,9 +65,9 @@ struct LookUpPlan {
 // INVALID_ARGUMENT (bad shape, too many ids or bags, an answer over max_response_bytes, an unknown
 // or quantized answer dtype, a negative id, malformed bags: offsets that do not run from 0 to
 // len(ids) or that decrease, lengths that do not sum to len(ids), weights of the wrong length or
-// without POOLING_SUM, offsets or lengths or weights without pooling) or OUT_OF_RANGE (an id >=
-// table.rows), with a message naming the field, the value and the limit, and *reject_reason set
-// to the metric's reason (kReject* above).
+// without POOLING_SUM or not finite (NaN, infinity), offsets or lengths or weights without pooling)
+// or OUT_OF_RANGE (an id >= table.rows), with a message naming the field, the value and the limit,
+// and *reject_reason set to the metric's reason (kReject* above).
 absl::StatusOr<LookUpPlan> PlanLookUp(const embedding::v1::LookUpRequest& request,
                                       const RequestTable& table, int64_t max_request_ids,
                                       int64_t max_response_bytes, absl::string_view* reject_reason);
@@ -78,11 +78,12 @@ absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpReques
                                                int64_t max_response_bytes,
                                                absl::string_view* reject_reason);
 
-// The rows' type when `request` may be applied to `table` (its sequence is checked against the
-// table's last when it is applied). Otherwise INVALID_ARGUMENT (an unknown dtype, a negative id,
-// rows whose length is not len(ids) rows of the table's dim, a sequence not below
+// The rows' type when `request` may be applied to `table` (its sequence is checked when it is
+// applied, against the table's last). Otherwise INVALID_ARGUMENT (an unknown dtype, a negative
+// id, rows whose length is not len(ids) rows of the table's dim, an element that is NaN or
+// infinite or that the table's float16 or bfloat16 rounds to infinity, a sequence not below
 // kSequenceLimit, 2^62) or OUT_OF_RANGE (an id >= table.rows), naming the field, the value and
-// the table (or the limit).
+// the table (an element by its row, id and index; or the limit).
 absl::StatusOr<DataType> ValidateUpdateRowsRequest(const embedding::v1::UpdateRowsRequest& request,
                                                    const RequestTable& table);
 

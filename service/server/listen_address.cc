@@ -1,6 +1,8 @@
 #include "service/server/listen_address.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -56,6 +58,20 @@ std::string WhyCannotBind(const ListenAddress& address) {
   }
   freeaddrinfo(found);
   return why;
+}
+
+bool IsLoopbackHost(absl::string_view host) {
+  if (host == "localhost") {
+    return true;
+  }
+  const bool bracketed = host.size() >= 2 && host.front() == '[' && host.back() == ']';
+  const std::string text(bracketed ? host.substr(1, host.size() - 2) : host);
+  in_addr v4{};
+  if (!bracketed && inet_pton(AF_INET, text.c_str(), &v4) == 1) {  // dotted decimal only
+    return (ntohl(v4.s_addr) >> 24) == 127;
+  }
+  in6_addr v6{};
+  return inet_pton(AF_INET6, text.c_str(), &v6) == 1 && IN6_IS_ADDR_LOOPBACK(&v6);
 }
 
 }  // namespace emb::service

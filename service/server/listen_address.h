@@ -22,6 +22,12 @@ absl::StatusOr<ListenAddress> ParseListenAddress(absl::string_view flag, absl::s
 // "cannot listen" or civetweb's "null context". Empty if the OS sees no reason.
 std::string WhyCannotBind(const ListenAddress& address);
 
+// Whether `host` (a ListenAddress's) is a literal loopback address: an IPv4 address in
+// 127.0.0.0/8 in dotted-decimal form, the IPv6 loopback address (bracketed or not, in any of its
+// spellings), or the name "localhost" itself. A name that only resolves to loopback (or only
+// starts "127.", as "127.example.com" does) is not: what it resolves to can change.
+bool IsLoopbackHost(absl::string_view host);
+
 }  // namespace emb::service
 
 #endif  // EMB_SERVICE_SERVER_LISTEN_ADDRESS_H_

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -42,10 +41,17 @@ constexpr absl::Duration kHoldQuiet = absl::Milliseconds(100);
 // Shutdown: how long after the last answer the connections that clients left open are cut.
 constexpr absl::Duration kCloseGrace = absl::Seconds(1);
 
-// Threads of the metrics port. Each holds a connection until its request is read: with civetweb's
-// default of 2, two slow clients (a byte a second) blocked every scrape for 30 s at a time
-// (docs/reliability.md); with 8, a few such connections leave scrapes served.
-constexpr size_t kMetricsThreads = 8;
+// The metrics port (civetweb, under prometheus-cpp's Exposer). Each of its threads holds one
+// connection until that connection's request is read, and civetweb gives a connection
+// request_timeout_ms in all to send its request line and headers (not per byte), then closes it.
+// With civetweb's defaults (2 threads, 30 s) two slow clients blocked every scrape for 30 s at a
+// time; with 8 threads and 30 s, 9 or more did (docs/reliability.md, issue 41). Now 16 slow
+// connections leave 16 threads free for scrapes, and each is closed after 5 s (a scrape is read
+// and answered in milliseconds); a scrape that finds every thread taken waits in civetweb's
+// queue until one of them is closed. Keep-alive stays off (civetweb's default): a connection is
+// closed after its answer, so an idle one holds no thread.
+constexpr int kMetricsThreads = 32;
+constexpr int kMetricsRequestTimeoutMs = 5000;
 
 // Room in a message around the payload: field tags, the shape, the table name.
 constexpr int64_t kMessageSlack = 64 << 10;
@@ -178,10 +184,6 @@ std::string DeviceNames(const std::vector<Device>& devices) {
                        [](std::string* out, const Device& d) { out->append(d.name()); });
 }
 
-bool IsLoopbackHost(absl::string_view host) {
-  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
-}
-
 // The admin flags besides the address: consistent, and safe for the address they serve.
 absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& address) {
   const bool any_tls =
@@ -193,12 +195,12 @@ absl::Status CheckAdminConfig(const ServerConfig& c, const ListenAddress& addres
           "admin port in plaintext to every caller");
     }
     if (!IsLoopbackHost(address.host)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--admin_insecure serves writes to every caller, so only on a loopback host "
-                       "(127.0.0.1, [::1], localhost), not --admin_address=",
-                       c.admin_address,
-                       "; for any other address use mutual TLS (--admin_tls_cert, "
-                       "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--admin_insecure serves writes to every caller, so only on a literal loopback "
+          "address (127.0.0.0/8, [::1], or localhost itself), not --admin_address=",
+          c.admin_address,
+          "; for any other address use mutual TLS (--admin_tls_cert, "
+          "--admin_tls_key, --admin_tls_client_ca, --admin_allowed_identities)"));
     }
     return absl::OkStatus();
   }
@@ -340,8 +342,9 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
     }
   }
   try {
-    server->exposer_ =
-        std::make_unique<prometheus::Exposer>(config.metrics_address, kMetricsThreads);
+    server->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", config.metrics_address, "num_threads", absl::StrCat(kMetricsThreads),
+        "request_timeout_ms", absl::StrCat(kMetricsRequestTimeoutMs), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", config.metrics_address, ": ", e.what()));

@@ -6,6 +6,8 @@
 #   OUT_OF_RANGE (issue 40; it was only an IndexError, which it still is); with
 #   shard 1 killed, a call touching it raises ShardError UNAVAILABLE naming "shard 1 of 3", and a
 #   call of the other shards' ids still succeeds (tests/client/python/sharded_lookup_check.py).
+# - Shards of the same shape serving different versions: both clients refuse with
+#   FAILED_PRECONDITION naming the versions (issue 41, item 7e).
 # - embedding-client --shards=T0,T1,T2 lookup prints what --target=WHOLE lookup prints; `tables`
 #   on a shard says which rows it holds.
 #   sharded_lookup_check.sh SERVER CLIENT
@@ -44,4 +46,26 @@ grep -q "OUT_OF_RANGE.*ids\[0\] = 1000 is out of range for table 'demo' with 100
 # --- The Python client (it kills shard 1 itself, by pid).
 PYTHONPATH="$WORK/py:$ROOT/client/python" "$PY" "$HERE/python/sharded_lookup_check.py" \
   "$WHOLE" "$TARGETS" "${SHARD_PIDS[1]}" || fail "python sharded_lookup_check failed"
+
+# --- Shards of one shape serving different versions (issue 41, item 7e): shard 0 serves version 2
+# of directory a, shard 1 version 1 of directory b. Both clients refuse to mix them.
+PYTHONPATH="$WORK/py" "$PY" - "$WORK" <<'PYEOF' || fail "writing the version directories failed"
+import os, sys
+import numpy as np
+for path, seed in (("a/1", 1), ("a/2", 2), ("b/1", 1)):
+    os.makedirs(os.path.join(sys.argv[1], path))
+    rows = np.random.default_rng(seed).standard_normal((100, 4), dtype=np.float32)
+    np.save(os.path.join(sys.argv[1], path, "t.npy"), rows)
+PYEOF
+start_server "$SERVER" --table=t="$WORK/a" --shard=0/2 --drain_seconds=0
+V0=127.0.0.1:$GRPC_PORT
+start_server "$SERVER" --table=t="$WORK/b" --shard=1/2 --drain_seconds=0
+V1=127.0.0.1:$GRPC_PORT
+if "$CLIENT" --shards=$V0,$V1 --table=t lookup 0 99 >/dev/null 2>"$WORK/err"; then
+  fail "lookup --shards mixed two versions"
+fi
+grep -q "FAILED_PRECONDITION.*table 't' there is version 1, but on shard 0 version 2" "$WORK/err" ||
+  { cat "$WORK/err"; fail "lookup --shards over two versions: wrong error"; }
+PYTHONPATH="$WORK/py:$ROOT/client/python" "$PY" "$HERE/python/sharded_lookup_check.py" \
+  versions "$V0,$V1" || fail "python sharded_lookup_check versions failed"
 echo "sharded_lookup_check: OK"

@@ -8,6 +8,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/testing/demo_table.h"
+#include "tests/testing/metrics_text.h"
 #include "tests/testing/server_process.h"
 
 namespace emb {
@@ -246,6 +248,38 @@ TEST(BadInput, EachBadCallGetsItsCodeWhileGoodCallersInTheSameBatchesGetTheirRow
                              "too_many_ids", "answer_too_large"}) {
     EXPECT_THAT(*m, HasSubstr(absl::StrCat("embedding_rejected_ids_total{reason=\"", reason)))
         << reason;
+  }
+}
+
+// A call with no ids that is turned away is counted (issue 41, item 7g): by request in
+// embedding_rejected_requests_total, as every refusal is, while it adds 0 to
+// embedding_rejected_ids_total.
+TEST(BadInput, RefusedCallsWithNoIdsAreCountedByReason) {
+  auto server = ServerProcess::Start({"--demo_table=100x4"});
+  ASSERT_TRUE(server.ok()) << server.status();
+  grpc::GenericStub stub(client::CreateInsecureChannel((*server)->target()));
+  auto bad_dtype = Request({});
+  bad_dtype.set_dtype(static_cast<embedding::v1::DataType>(7));
+  auto bad_bags = Request({});
+  bad_bags.set_pooling(embedding::v1::POOLING_SUM);
+  bad_bags.add_offsets(0);
+  bad_bags.add_offsets(1);
+  const std::vector<std::pair<embedding::v1::LookUpRequest, std::string>> calls = {
+      {Request({}, {2}), "bad_shape"}, {bad_dtype, "bad_dtype"}, {bad_bags, "bad_bags"}};
+  for (const auto& [request, reason] : calls) {
+    const grpc::Status s = CallRaw(stub, Serialize(request));
+    EXPECT_EQ(s.error_code(), grpc::INVALID_ARGUMENT) << reason << ": " << s.error_message();
+  }
+  // An empty request is valid (OK, an empty answer): not a refusal.
+  EXPECT_TRUE(CallRaw(stub, Serialize(Request({}))).ok());
+  auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
+  ASSERT_TRUE(m.ok()) << m.status();
+  for (const auto& [request, reason] : calls) {
+    EXPECT_EQ(testing::Sample(*m, absl::StrCat("embedding_rejected_requests_total{reason=\"",
+                                               reason, "\",table=\"demo\"}")),
+              1)
+        << reason << "\n"
+        << *m;
   }
 }
 

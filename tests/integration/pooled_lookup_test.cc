@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <string>
@@ -370,6 +371,21 @@ TEST_F(PooledLookUpTest, MalformedBagsAreRefusedNamingTheProblem) {
                 }
               }),
               HasSubstr("weights need POOLING_SUM"));
+  // A weight that is not finite poisons its bag (issue 41, item 7c): refused, naming it.
+  for (const float bad :
+       {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+        -std::numeric_limits<float>::infinity()}) {
+    EXPECT_THAT(refused([bad](LookUpRequest& r) {
+                  for (int i = 0; i < 5; ++i) {
+                    r.add_weights(i == 3 ? bad : 1);
+                  }
+                }),
+                HasSubstr("weights[3] = " +
+                          std::string(std::isnan(bad) ? "NaN"
+                                      : bad > 0       ? "+inf"
+                                                      : "-inf") +
+                          " (for ids[3] = 4) is not finite"));
+  }
   EXPECT_THAT(refused([](LookUpRequest& r) {
                 r.set_pooling(embedding::v1::POOLING_UNSPECIFIED);
                 r.add_offsets(0);

@@ -6,6 +6,7 @@
 // succeeding (gRPC's round_robin and its retry of UNAVAILABLE).
 #include <algorithm>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <random>
@@ -294,6 +295,51 @@ TEST(ShardFailureTest, WithOneOfTwoReplicasDownCallsKeepSucceeding) {
   check(20, 100);
   replica_a.reset();  // SIGKILL: its calls in flight and its connection fail UNAVAILABLE
   check(60, 200);
+}
+
+// Shards of the same shape that serve different versions (issue 41, item 7e): the sharded client
+// refuses to mix their rows, naming both versions; shards on one version answer.
+TEST(ShardVersionTest, ShardsServingDifferentVersionsAreRefused) {
+  if (auto missing = testing::TestDeviceMissing()) {
+    GTEST_SKIP() << *missing;
+  }
+  testing::TempDir dir;
+  // A: versions 1 and 2 (another content, the same shape); B: version 1 only.
+  for (const auto& [path, seed] : {std::pair<std::string, int>{"a/1", 1}, {"a/2", 2}, {"b/1", 1}}) {
+    const std::string d = dir.File(path);
+    ASSERT_TRUE(std::filesystem::create_directories(d)) << d;
+    ASSERT_TRUE(
+        testing::WriteFile(
+            d + "/t.npy",
+            testing::NpyFile("<f4", {100, 4}, testing::RandomRows(DataType::kFloat32, 400, seed)))
+            .ok());
+  }
+  auto start = [&](const std::string& versions, int k) {
+    auto server = ServerProcess::Start({"--table=t=" + dir.File(versions), "--drain_seconds=0",
+                                        absl::StrCat("--shard=", k, "/2")});
+    EXPECT_TRUE(server.ok()) << server.status();
+    return server.ok() ? *std::move(server) : nullptr;
+  };
+  auto a0 = start("a", 0);  // version 2
+  auto b0 = start("b", 0);  // version 1
+  auto b1 = start("b", 1);  // version 1
+  ASSERT_TRUE(a0 && b0 && b1);
+  client::LookUpRequestSpec spec;
+  spec.ids = {0, 99};  // one id on each shard
+  auto mixed = client::ShardedClient::Connect({a0->target(), b1->target()});
+  ASSERT_TRUE(mixed.ok());
+  auto got = (*mixed)->LookUp(spec, kTimeout);
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kFailedPrecondition) << got.status();
+  EXPECT_THAT(got.status().message(),
+              HasSubstr("shard 1 of 2 (" + b1->target() +
+                        "): table 't' there is version 1, but on shard 0 version 2"));
+  auto same = client::ShardedClient::Connect({b0->target(), b1->target()});
+  ASSERT_TRUE(same.ok());
+  got = (*same)->LookUp(spec, kTimeout);
+  ASSERT_TRUE(got.ok()) << got.status();
+  auto layout = (*same)->Layout("t", kTimeout);
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(layout->version, 1);
 }
 
 }  // namespace

@@ -198,6 +198,47 @@ TEST(StartUp, BadFlagFilesStopStartUpNamingTheFile) {
   }
 }
 
+// Flag files that include others without a cycle are bounded in all (issue 41, item 7a): a
+// fan-out of 30 files a level, 6 levels deep, would read 30^6 files, and start-up hung with no
+// log line. The bound on files read and the bound on their bytes each stop it at once.
+TEST(StartUp, AFlagFileFanOutStopsStartUpAtTheBound) {
+  testing::TempDir dir;
+  constexpr int kLevels = 6;
+  constexpr int kFiles = 30;
+  auto name = [&](int level, int i) {
+    return dir.File("l" + std::to_string(level) + "_" + std::to_string(i) + ".flags");
+  };
+  for (int level = 0; level < kLevels; ++level) {
+    std::string text = "--demo_table=100x4\n";
+    if (level + 1 < kLevels) {
+      for (int i = 0; i < kFiles; ++i) {
+        text += "--flagfile=" + name(level + 1, i) + "\n";
+      }
+    }
+    for (int i = 0; i < kFiles; ++i) {
+      ASSERT_TRUE(testing::WriteFile(name(level, i), text).ok());
+    }
+  }
+  // 6 files of 900 KB of comments, each under the 1 MiB bound of one file.
+  const std::string big = dir.File("big.flags");
+  ASSERT_TRUE(testing::WriteFile(big, std::string(900 << 10, '#') + "\n--demo_table=100x4\n").ok());
+  std::string bigs = "--flagfile=";
+  for (int i = 0; i < 6; ++i) {
+    bigs += (i == 0 ? "" : ",") + big;
+  }
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--flagfile=" + name(0, 0), "flag files would be read more than 256 times in all"},
+      {bigs, "flag files hold more than 4194304 bytes in all"},
+  };
+  for (const auto& [flag, message] : cases) {
+    const absl::Time start = absl::Now();
+    const ServerProcess::Exit exit = ServerProcess::RunToExit({flag}, absl::Seconds(20));
+    EXPECT_EQ(exit.code, 1) << exit.log;
+    EXPECT_THAT(StoppingLine(exit.log), HasSubstr(message)) << exit.log;
+    EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+  }
+}
+
 // Every start-up failure exits 1 (issue 40): Abseil's own refusals of a flag's syntax (an unknown
 // flag, a value that does not parse) as well as the server's checks of the values.
 TEST(StartUp, FlagSyntaxErrorsExitOne) {
@@ -213,8 +254,12 @@ TEST(StartUp, FlagSyntaxErrorsExitOne) {
 TEST(StartUp, AdminFlagErrorsStopStartUpBeforeAnyPortOpens) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--admin_address=0.0.0.0:0", "--admin_insecure"},
-       "--admin_insecure serves writes to every caller, so only on a loopback host"},
+       "--admin_insecure serves writes to every caller, so only on a literal loopback address"},
       {{"--admin_address=192.0.2.1:0", "--admin_insecure"}, "not --admin_address=192.0.2.1:0"},
+      // A name is not a loopback address, whatever it starts with (issue 41, item 7d).
+      {{"--admin_address=127.example.com:0", "--admin_insecure"},
+       "only on a literal loopback address (127.0.0.0/8, [::1], or localhost itself), not "
+       "--admin_address=127.example.com:0"},
       {{"--admin_insecure"}, "need --admin_address"},
       {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
       {{"--admin_address=nonsense", "--admin_insecure"}, "--admin_address=nonsense"},

@@ -285,6 +285,16 @@ TEST_F(UpdateRowsTest, ABadMessageEndsItsStreamNamingTheProblemAndAppliesNothing
   };
   auto bad_dtype = Message(t.name, {1}, one_row, t.type, 0);
   bad_dtype.set_dtype(static_cast<embedding::v1::DataType>(9));
+  // Rows that are not finite, or that the table's type rounds to infinity (issue 41, item 7c):
+  // element 5 of the second row.
+  auto with_element = [&](float value) {
+    std::string rows = one_row + one_row;
+    std::memcpy(rows.data() + (t.dim + 5) * sizeof(float), &value, sizeof(value));
+    return rows;
+  };
+  const std::string nan_rows = with_element(std::numeric_limits<float>::quiet_NaN());
+  const std::string inf_rows = with_element(-std::numeric_limits<float>::infinity());
+  const std::string huge_rows = with_element(70000.0F);  // float16 holds at most 65504
   const std::vector<Case> cases = {
       {Message("nope", {1}, one_row, t.type, 0), absl::StatusCode::kNotFound,
        "unknown table 'nope'"},
@@ -295,6 +305,13 @@ TEST_F(UpdateRowsTest, ABadMessageEndsItsStreamNamingTheProblemAndAppliesNothing
       {Message(t.name, {1, 2}, one_row, t.type, 0), absl::StatusCode::kInvalidArgument,
        "rows hold 96 bytes, but 2 ids of table 't_float32' (dim 24) in float32 take 192"},
       {bad_dtype, absl::StatusCode::kInvalidArgument, "dtype 9 is not a DataType"},
+      {Message(t.name, {1, 2}, nan_rows, DataType::kFloat32, 0), absl::StatusCode::kInvalidArgument,
+       "rows[1] (id 2), element 5 is NaN"},
+      {Message(t.name, {1, 2}, inf_rows, DataType::kFloat32, 0), absl::StatusCode::kInvalidArgument,
+       "rows[1] (id 2), element 5 is -infinity"},
+      {Message("t_float16", {1, 2}, huge_rows, DataType::kFloat32, 0),
+       absl::StatusCode::kInvalidArgument,
+       "rows[1] (id 2), element 5 is 70000, which the table's float16 rounds to infinity"},
       {Message(t.name, {1}, one_row, t.type, -1), absl::StatusCode::kFailedPrecondition,
        "does not increase: the last applied is"},
       // Issue 41, item 3: 2^63-1 was applied, and no later message could follow it (the next
@@ -502,7 +519,7 @@ TEST(UpdateRowsFlags, UnsafeOrIncompleteAdminFlagsStopStartUp) {
     std::string says;
   };
   const std::vector<Case> cases = {
-      {{"--admin_address=0.0.0.0:0", "--admin_insecure"}, "only on a loopback host"},
+      {{"--admin_address=0.0.0.0:0", "--admin_insecure"}, "only on a literal loopback address"},
       {{"--admin_address=127.0.0.1:0"}, "--admin_address needs mutual TLS"},
       {{"--admin_insecure"}, "need --admin_address"},
       {{"--admin_address=127.0.0.1:0", "--admin_tls_cert=/x", "--admin_tls_key=/y",

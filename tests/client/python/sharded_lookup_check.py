@@ -1,6 +1,7 @@
 """ShardedClient (client/python/embedding_client.py) against real servers: the whole demo table
 at argv[1], its three shards at argv[2] (comma-separated, shard 0 first), and shard 1's pid at
-argv[3], which this kills for the failure case. Exits non-zero on any mismatch."""
+argv[3], which this kills for the failure case; or, as "versions T0,T1", two shards serving
+different versions of table 't'. Exits non-zero on any mismatch."""
 
 import os
 import signal
@@ -12,7 +13,24 @@ import numpy as np
 from embedding_client import EmbeddingClient, ShardedClient, ShardError
 
 
+def versions(targets):
+    """Shards of the same shape serving versions 2 and 1 (issue 41, item 7e): refused, naming
+    both versions, never a mixed answer."""
+    with ShardedClient(targets, timeout=30) as sharded:
+        try:
+            sharded.look_up([0, 99], table="t")
+            raise AssertionError("rows of two versions were mixed in one answer")
+        except ShardError as e:
+            assert e.code() == grpc.StatusCode.FAILED_PRECONDITION, e.code()
+            assert (f"shard 1 of 2 ({targets[1]}): table 't' there is version 1, but on shard 0 "
+                    "version 2") in e.details(), e.details()
+    print("python sharded_lookup_check versions: OK")
+
+
 def main():
+    if sys.argv[1] == "versions":
+        versions(sys.argv[2].split(","))
+        return
     whole_target, shard_targets, shard1_pid = sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])
     rng = np.random.default_rng(26)
     with EmbeddingClient(whole_target, timeout=30) as whole, \
@@ -34,6 +52,13 @@ def main():
         except grpc.RpcError as e:  # as EmbeddingClient raises a server's refusal
             assert e.code() == grpc.StatusCode.OUT_OF_RANGE, e.code()
             assert "ids[1] = 1000 is out of range" in e.details(), e.details()
+
+        try:  # as a server answers a negative id (issue 41, item 7f)
+            sharded.look_up([5, -1])
+            raise AssertionError("id -1 was looked up")
+        except grpc.RpcError as e:
+            assert e.code() == grpc.StatusCode.INVALID_ARGUMENT, e.code()
+            assert "ids[1] = -1 is negative" in e.details(), e.details()
 
         os.kill(shard1_pid, signal.SIGKILL)
         try:
