@@ -207,11 +207,8 @@ void AdminServiceImpl::Forget(UpdateRowsCall* call) {
   calls_.erase(call);
 }
 
-absl::Status AdminServiceImpl::CheckCaller(const grpc::CallbackServerContext& ctx) const {
-  if (!options_.require_identity) {
-    return absl::OkStatus();
-  }
-  const std::shared_ptr<const grpc::AuthContext> auth = ctx.auth_context();
+absl::Status CheckAdminIdentity(const grpc::AuthContext* auth,
+                                const absl::flat_hash_set<std::string>& allowed) {
   std::vector<std::string> identities;
   if (auth != nullptr) {
     for (const grpc::string_ref& id : auth->GetPeerIdentity()) {
@@ -224,7 +221,7 @@ absl::Status AdminServiceImpl::CheckCaller(const grpc::CallbackServerContext& ct
         "(--admin_allowed_identities); this call presented none");
   }
   for (const std::string& id : identities) {
-    if (allowed_.contains(id)) {
+    if (allowed.contains(id)) {
       return absl::OkStatus();
     }
   }
@@ -238,6 +235,23 @@ absl::Status AdminServiceImpl::CheckCaller(const grpc::CallbackServerContext& ct
   return absl::PermissionDeniedError(
       absl::StrCat("client identity ", absl::StrJoin(shown, ", "),
                    " is not on the admin allow-list (--admin_allowed_identities)"));
+}
+
+AdminAllowListProcessor::AdminAllowListProcessor(const std::vector<std::string>& allowed_identities)
+    : allowed_(allowed_identities.begin(), allowed_identities.end()) {}
+
+grpc::Status AdminAllowListProcessor::Process(const InputMetadata& /*auth_metadata*/,
+                                              grpc::AuthContext* context,
+                                              OutputMetadata* /*consumed_auth_metadata*/,
+                                              OutputMetadata* /*response_metadata*/) {
+  return ToGrpcStatus(CheckAdminIdentity(context, allowed_));
+}
+
+absl::Status AdminServiceImpl::CheckCaller(const grpc::CallbackServerContext& ctx) const {
+  if (!options_.require_identity) {
+    return absl::OkStatus();
+  }
+  return CheckAdminIdentity(ctx.auth_context().get(), allowed_);
 }
 
 grpc::ServerBidiReactor<UpdateRowsRequest, UpdateRowsResponse>* AdminServiceImpl::UpdateRows(

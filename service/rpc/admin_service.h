@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "embedding/v1/embedding_admin.grpc.pb.h"
+#include "grpcpp/security/auth_metadata_processor.h"
 #include "service/common/clock.h"
 #include "service/rpc/admin_worker.h"
 #include "service/rpc/embedding_service.h"
@@ -45,6 +46,29 @@ struct AdminOptions {
 // How many saves and version loads may wait behind the one running; a call beyond them gets
 // RESOURCE_EXHAUSTED.
 inline constexpr size_t kMaxQueuedAdminJobs = 64;
+
+// OK when one of the identities TLS verified for the caller (`auth`'s peer identity: the client
+// certificate's SANs, else its CN) is in `allowed`; otherwise PERMISSION_DENIED naming what the
+// caller presented and the flag.
+absl::Status CheckAdminIdentity(const grpc::AuthContext* auth,
+                                const absl::flat_hash_set<std::string>& allowed);
+
+// The allow-list check as gRPC's auth metadata processor on the admin listener's credentials: it
+// runs on a call's headers, so a caller off the list is refused before gRPC reads its message
+// (which may be up to --admin_max_message_bytes) into memory. Non-blocking: it only compares
+// strings, on the gRPC thread. The service checks again on every call (AdminServiceImpl).
+class AdminAllowListProcessor final : public grpc::AuthMetadataProcessor {
+ public:
+  explicit AdminAllowListProcessor(const std::vector<std::string>& allowed_identities);
+
+  bool IsBlocking() const override { return false; }
+  grpc::Status Process(const InputMetadata& auth_metadata, grpc::AuthContext* context,
+                       OutputMetadata* consumed_auth_metadata,
+                       OutputMetadata* response_metadata) override;
+
+ private:
+  const absl::flat_hash_set<std::string> allowed_;
+};
 
 class UpdateRowsCall;
 

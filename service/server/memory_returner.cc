@@ -17,7 +17,7 @@ uint64_t ResidentBytes() {
   if (f == nullptr) {
     return 0;
   }
-  unsigned long long pages_total = 0;  // NOLINT(google-runtime-int): fscanf's type
+  unsigned long long pages_total = 0;     // NOLINT(google-runtime-int): fscanf's type
   unsigned long long pages_resident = 0;  // NOLINT(google-runtime-int): fscanf's type
   const int read = std::fscanf(f, "%llu %llu", &pages_total, &pages_resident);
   std::fclose(f);

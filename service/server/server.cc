@@ -749,6 +749,9 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
         MakeGrpcPortCredentials(
             config.admin_tls_cert, config.admin_tls_key, config.admin_tls_client_ca,
             TlsFlagNames{"--admin_tls_cert", "--admin_tls_key", "--admin_tls_client_ca"}));
+    // The allow-list on each call's headers, before gRPC reads its message.
+    credentials.credentials->SetAuthMetadataProcessor(
+        std::make_shared<AdminAllowListProcessor>(config.admin_allowed_identities));
   }
   admin_ = std::make_unique<AdminServiceImpl>(
       AdminOptions{config.admin_allowed_identities, !config.admin_insecure});
@@ -756,11 +759,12 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
   builder.AddListeningPort(config.admin_address, credentials.credentials, &admin_port_);
   builder.RegisterService(admin_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.admin_max_message_bytes));
-  // What a caller can make the admin listener hold before the allow-list refuses it (issue 41):
-  // a caller without a certificate signed by the client CA is refused in the TLS handshake
-  // (kRequire above), so only a certified caller reaches HTTP/2. gRPC reads a unary call's whole
-  // message before any of our code sees the call, and 1.51 has no per-method receive limit, so
-  // the bound is a quota of the listener's own (not the lookup port's) and a stream cap.
+  // What a caller can make the admin listener hold (issue 41): a caller without a certificate
+  // signed by the client CA is refused in the TLS handshake, and one whose certificate is off the
+  // allow-list on its headers (the processor above), so only an allowed writer's messages are
+  // read. gRPC 1.51 has no per-method receive limit: what an allowed writer (or a flood of
+  // headers) can hold is bounded by a quota of the listener's own (not the lookup port's) and a
+  // stream cap.
   grpc::ResourceQuota quota("embedding-admin");
   quota.Resize(static_cast<size_t>(AdminMemoryQuotaBytes(config.admin_max_message_bytes)));
   builder.SetResourceQuota(quota);

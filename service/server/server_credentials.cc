@@ -168,10 +168,10 @@ absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& c
   RETURN_IF_ERROR(
       FirstCertificate(flags.client_ca, client_ca_path, options.pem_root_certs).status());
   options.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
-  return GrpcPortCredentials{grpc::SslServerCredentials(options),
-                             absl::StrCat("mutual TLS (", description,
-                                          "; clients need a certificate signed by a CA in ",
-                                          client_ca_path, ")")};
+  return GrpcPortCredentials{
+      grpc::SslServerCredentials(options),
+      absl::StrCat("mutual TLS (", description, "; clients need a certificate signed by a CA in ",
+                   client_ca_path, ")")};
 }
 
 }  // namespace emb::service

@@ -33,9 +33,10 @@ struct TlsFlagNames {
   const char* client_ca = "--tls_client_ca";
 };
 
-absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(
-    const std::string& cert_path, const std::string& key_path, const std::string& client_ca_path,
-    const TlsFlagNames& flags = {});
+absl::StatusOr<GrpcPortCredentials> MakeGrpcPortCredentials(const std::string& cert_path,
+                                                            const std::string& key_path,
+                                                            const std::string& client_ca_path,
+                                                            const TlsFlagNames& flags = {});
 
 }  // namespace emb::service
 
