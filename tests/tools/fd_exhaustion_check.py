@@ -94,13 +94,19 @@ def main():
                     failures.append("the call after the flood got wrong rows")
             except TimeoutError as e:
                 failures.append(str(e))
-            shed = metric(server.metrics(), "embedding_connections_shed_total")
-            report.append(f"   embedding_connections_shed_total {shed:.0f}")
-            if shed <= 0:
-                failures.append("embedding_connections_shed_total did not count the shed "
-                                "connections")
+            if server.proc.poll() is not None:
+                failures.append(f"the server exited ({server.proc.returncode})")
+            else:
+                shed = metric(server.metrics(), "embedding_connections_shed_total")
+                report.append(f"   embedding_connections_shed_total {shed:.0f}")
+                if shed <= 0:
+                    failures.append("embedding_connections_shed_total did not count the shed "
+                                    "connections")
         finally:
             server.stop()
+            if failures:
+                report.append("server log (the last 40 lines):\n" +
+                              "\n".join(server.text().splitlines()[-40:]))
     print("\n".join(report))
     if failures:
         print("FAIL: " + "; ".join(failures))
