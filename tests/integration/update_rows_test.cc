@@ -29,6 +29,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/embedding_client.h"
 #include "embedding/v1/embedding_admin.grpc.pb.h"
@@ -897,6 +898,22 @@ TEST_F(TableVersionsTest, KilledInTheMiddleOfASaveRestartsFromTheLastWholeVersio
   }
   std::thread second([&] { (void)Save(Admin(*server), "t"); });
   ASSERT_TRUE(server->WaitForLog("saving table 't' (sequence 2", absl::Seconds(60)));
+  // The save logs before it makes its temporary directory: kill it once that (or the finished
+  // version 3) is on disk, so that a version 2 after the restart means a temporary was left.
+  const auto on_disk = [&] {
+    for (const auto& entry : std::filesystem::directory_iterator(dir_.path())) {
+      const std::string name = entry.path().filename().string();
+      if (absl::StrContains(name, ".tmp") || name == "3") {
+        return true;
+      }
+    }
+    return false;
+  };
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (!on_disk() && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_TRUE(on_disk()) << "the second save made no temporary directory within 60 s";
   server->Signal(SIGKILL);
   second.join();
   server->WaitExit(absl::Seconds(30));
