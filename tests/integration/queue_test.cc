@@ -102,15 +102,16 @@ TEST(ServerQueue, CallPastItsDeadlineIsDroppedAndCounted) {
     done.Notify();
   });
   ASSERT_TRUE(WaitForSample(**server, {"embedding_queue_ids{table=\"demo\"}"}, 3))
-      << "the call did not reach the queue before its deadline\n" << (*server)->log();
+      << "the call did not reach the queue before its deadline\n"
+      << (*server)->log();
   done.WaitForNotification();
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
   // The server drops it when its batch forms.
-  EXPECT_TRUE(WaitForSample(
-      **server,
-      {"embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",
-       "embedding_dropped_requests_total{reason=\"cancelled\",table=\"demo\"}"},
-      1))
+  EXPECT_TRUE(
+      WaitForSample(**server,
+                    {"embedding_dropped_requests_total{reason=\"deadline\",table=\"demo\"}",
+                     "embedding_dropped_requests_total{reason=\"cancelled\",table=\"demo\"}"},
+                    1))
       << (*server)->log();
   auto m = testing::HttpGet((*server)->metrics_port(), "/metrics");
   ASSERT_TRUE(m.ok());
