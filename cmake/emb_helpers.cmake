@@ -9,10 +9,13 @@ function(emb_set_warnings target)
   endif()
 endfunction()
 
-# emb_add_test(NAME foo_test SOURCES foo_test.cc DEPS emb::service [GPU] [LABELS ...])
-# A GoogleTest binary run through CTest. GPU tests get the label "gpu" (CI runs ctest -LE gpu).
+# emb_add_test(NAME foo_tests SOURCES a_test.cc b_test.cc DEPS emb::service [GPU] [LABELS ...]
+#              [NO_DISCOVER])
+# A GoogleTest binary run through CTest, one test a process. GPU tests get the label "gpu" (CI
+# runs ctest -LE gpu). NO_DISCOVER leaves the gtest_discover_tests calls to the caller (to label
+# or run some suites differently, with TEST_FILTER).
 function(emb_add_test)
-  cmake_parse_arguments(T "GPU" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(T "GPU;NO_DISCOVER" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
   target_link_libraries(${T_NAME} PRIVATE ${T_DEPS} emb::testing GTest::gmock_main)
   file(RELATIVE_PATH folder ${PROJECT_SOURCE_DIR} ${CMAKE_CURRENT_SOURCE_DIR})
@@ -22,7 +25,9 @@ function(emb_add_test)
   if(T_GPU)
     list(APPEND labels gpu)
   endif()
-  gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+  if(NOT T_NO_DISCOVER)
+    gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+  endif()
 endfunction()
 
 # emb_expose(target PUBLIC|INTERFACE path...): the project headers that `target`, and every

@@ -36,7 +36,7 @@
 #include "kernels/data_type.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::client {
+namespace emb::client::admin_client_test {
 namespace {
 
 namespace pb = ::embedding::v1;
@@ -836,4 +836,4 @@ TEST(AdminClient, LoadVersionTimeoutIsTheCallsDeadline) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::admin_client_test

@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::bench_test {
 namespace {
 
 TEST(RunBench, RejectsMoreBlockingSlotsThanThreadsItWouldStart) {
@@ -30,4 +30,4 @@ TEST(RunBench, RejectsBadConfigBeforeConnecting) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::bench_test

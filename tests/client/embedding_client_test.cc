@@ -26,7 +26,7 @@
 #include "kernels/data_type.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::client {
+namespace emb::client::embedding_client_test {
 namespace {
 
 namespace pb = ::embedding::v1;
@@ -321,4 +321,4 @@ TEST(EmbeddingClient, ListTablesReportsWhereEachTableLives) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::embedding_client_test

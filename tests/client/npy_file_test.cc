@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::client {
+namespace emb::client::npy_file_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -97,4 +97,4 @@ TEST(ParseNpy, RefusesWhatItCannotRead) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::npy_file_test

@@ -22,7 +22,7 @@
 #include "tests/testing/metrics_text.h"
 #include "tests/testing/server_process.h"
 
-namespace emb {
+namespace emb::bad_input_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -284,4 +284,4 @@ TEST(BadInput, RefusedCallsWithNoIdsAreCountedByReason) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::bad_input_test

@@ -25,7 +25,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::host_tier_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -307,4 +307,4 @@ TEST_F(HostTierTest, AMisspeltOptionIsNamedWhenTheFileIsMissing) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::host_tier_test

@@ -27,7 +27,7 @@
 #include "tests/testing/loaded_server.h"
 #include "tests/testing/server_process.h"
 
-namespace emb {
+namespace emb::large_answer_test {
 namespace {
 
 using testing::ServerProcess;
@@ -180,4 +180,4 @@ INSTANTIATE_TEST_SUITE_P(AnswerThreads, LargeAnswerTest,
                          });
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::large_answer_test

@@ -29,7 +29,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::lifecycle_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -304,4 +304,4 @@ TEST(ServerLifecycle, BadGpuSettingsStopStartUpNamingTheFlag) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::lifecycle_test

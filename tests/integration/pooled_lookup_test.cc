@@ -35,7 +35,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::pooled_lookup_test {
 namespace {
 
 using embedding::v1::EmbeddingService;
@@ -559,4 +559,4 @@ TEST(QuantizedVersionsTest, SaveWritesTheQuantizedRowsAndARestartServesThem) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::pooled_lookup_test

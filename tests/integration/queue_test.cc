@@ -31,7 +31,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::queue_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -120,4 +120,4 @@ TEST(ServerQueue, CallPastItsDeadlineIsDroppedAndCounted) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::queue_test

@@ -22,7 +22,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::server_state_metrics_test {
 namespace {
 
 using testing::ServerProcess;
@@ -109,4 +109,4 @@ TEST_F(ServerStateMetricsTest, HealthIsOneWhileServingAndZeroWhileDraining) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::server_state_metrics_test

@@ -32,7 +32,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::server_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -358,4 +358,4 @@ TEST_F(ServerTest, MetricsCountTheTraffic) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::server_test

@@ -25,7 +25,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::sharded_lookup_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -343,4 +343,4 @@ TEST(ShardVersionTest, ShardsServingDifferentVersionsAreRefused) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::sharded_lookup_test

@@ -17,7 +17,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::startup_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -314,4 +314,4 @@ TEST(StartUp, TableTooLargeForTheDeviceStopsStartUpSayingHowLarge) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::startup_test

@@ -29,7 +29,7 @@
 #include "tests/testing/loaded_server.h"
 #include "tests/testing/server_process.h"
 
-namespace emb {
+namespace emb::stress_test {
 namespace {
 
 using testing::ServerProcess;
@@ -177,4 +177,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<StressCase>& info) { return info.param.name; });
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::stress_test

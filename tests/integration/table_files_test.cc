@@ -30,7 +30,7 @@
 #include "tests/testing/demo_table.h"
 #include "tests/testing/server_process.h"
 
-namespace emb {
+namespace emb::table_files_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -124,4 +124,4 @@ TEST(ServerTables, TablesInAFlagfileAreServedWithThoseOnTheCommandLine) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::table_files_test

@@ -26,7 +26,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::tls_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -319,4 +319,4 @@ TEST(TlsFlags, HelpListsThem) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::tls_test

@@ -44,7 +44,7 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/table_files.h"
 
-namespace emb {
+namespace emb::update_rows_test {
 namespace {
 
 using embedding::v1::EmbeddingAdminService;
@@ -1254,4 +1254,4 @@ TEST_F(TableVersionsTest, LoadVersionRefusesWhatItCannotServeAndTheServedVersion
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::update_rows_test

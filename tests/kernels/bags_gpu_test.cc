@@ -28,7 +28,7 @@
 #include "kernels/quantize_rows.h"
 #include "tests/kernels/gpu_test_util.h"
 
-namespace emb::kernels {
+namespace emb::kernels::bags_gpu_test {
 namespace {
 
 constexpr size_t kGuardBytes = 64;  // poisoned bytes after the answer, which must stay unchanged
@@ -580,4 +580,4 @@ TEST_F(BagsGpuTest, LargeBatch) {
 }
 
 }  // namespace
-}  // namespace emb::kernels
+}  // namespace emb::kernels::bags_gpu_test

@@ -14,7 +14,7 @@
 #include "kernels/data_type.h"
 #include "tests/kernels/gather_test_util.h"
 
-namespace emb::kernels {
+namespace emb::kernels::cpu_gather_test {
 namespace {
 
 using ::emb::testing::FloatFromBits;
@@ -160,4 +160,4 @@ TEST(CpuGather, RoundsToNearestEven) {
 }
 
 }  // namespace
-}  // namespace emb::kernels
+}  // namespace emb::kernels::cpu_gather_test

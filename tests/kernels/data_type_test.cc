@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/kernels/gather_test_util.h"
 
-namespace emb {
+namespace emb::data_type_test {
 namespace {
 
 using ::emb::testing::IsBf16Nan;
@@ -235,4 +235,4 @@ TEST(DataType, LoadAndStoreConvert) {
 }
 
 }  // namespace
-}  // namespace emb
+}  // namespace emb::data_type_test

@@ -27,7 +27,7 @@
 #include "tests/kernels/gather_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
-namespace emb::kernels {
+namespace emb::kernels::gather_gpu_test {
 namespace {
 
 using ::emb::testing::RandomTable;
@@ -636,4 +636,4 @@ TEST(CudaStatus, StickyErrors) {
 }
 
 }  // namespace
-}  // namespace emb::kernels
+}  // namespace emb::kernels::gather_gpu_test

@@ -24,7 +24,7 @@
 #include "kernels/quantize_rows.h"
 #include "tests/kernels/gather_test_util.h"
 
-namespace emb::kernels {
+namespace emb::kernels::quantize_test {
 namespace {
 
 using ::emb::testing::BitsOfFloat;
@@ -507,4 +507,4 @@ TEST(CpuGatherQuantized, DequantizesEveryElement) {
 }
 
 }  // namespace
-}  // namespace emb::kernels
+}  // namespace emb::kernels::quantize_test

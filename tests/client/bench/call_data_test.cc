@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::call_data_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -107,4 +107,4 @@ TEST(FillCallData, RefusesFieldsTheRequestLacks) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::call_data_test

@@ -4,7 +4,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::config_test {
 namespace {
 
 TEST(ValidateBenchConfig, AcceptsTheDefaults) { EXPECT_TRUE(ValidateBenchConfig({}).ok()); }
@@ -43,4 +43,4 @@ TEST(ValidateBenchConfig, ReceiveLimitIsUnlimitedOrPositive) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::config_test

@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::ghz_config_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -147,4 +147,4 @@ TEST(ApplyGhzConfig, IdFlagsConflictWithTheCallData) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::ghz_config_test

@@ -7,7 +7,7 @@
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::id_sampler_test {
 namespace {
 
 TEST(UniformIdSampler, StaysInRangeAndCoversIt) {
@@ -124,4 +124,4 @@ TEST(ParseIdDistribution, KnowsBothNames) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::id_sampler_test

@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::latency_stats_test {
 namespace {
 
 std::vector<int64_t> Iota(int64_t first, int64_t last) {
@@ -84,4 +84,4 @@ TEST(LatencyRecorder, EmptySummaryIsZero) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::latency_stats_test

@@ -6,7 +6,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::report_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -74,4 +74,4 @@ TEST(FormatBenchText, NamesTheLoadAndTheIdSource) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::report_test

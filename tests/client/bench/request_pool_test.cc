@@ -8,7 +8,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client {
+namespace emb::client::request_pool_test {
 namespace {
 
 namespace pb = ::embedding::v1;
@@ -141,4 +141,4 @@ TEST(MakeRequestPool, BadCallDataIsInvalidArgument) {
 }
 
 }  // namespace
-}  // namespace emb::client
+}  // namespace emb::client::request_pool_test

@@ -7,7 +7,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace emb::client::internal {
+namespace emb::client::internal::trampoline_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -53,4 +53,4 @@ TEST(RunTrampolined, LongChainKeepsTheStackFlat) {
 }
 
 }  // namespace
-}  // namespace emb::client::internal
+}  // namespace emb::client::internal::trampoline_test

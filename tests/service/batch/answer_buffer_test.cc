@@ -14,7 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::answer_buffer_test {
 namespace {
 
 constexpr size_t kKiB = 1024;
@@ -301,4 +301,4 @@ TEST(AnswerBufferPool, ConcurrentAcquireAndReleaseOnOtherThreadsNeverShareABlock
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::answer_buffer_test

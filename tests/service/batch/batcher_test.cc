@@ -29,7 +29,7 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::batcher_test {
 namespace {
 
 using ::emb::testing::FakeClock;
@@ -1309,4 +1309,4 @@ TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::batcher_test

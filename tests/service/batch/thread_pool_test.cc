@@ -7,7 +7,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::thread_pool_test {
 namespace {
 
 TEST(ThreadPool, EveryPostedTaskRunsOnceBeforeThePoolIsGone) {
@@ -61,4 +61,4 @@ TEST(ThreadPool, TasksPostedFromManyThreadsEachRunOnce) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::thread_pool_test

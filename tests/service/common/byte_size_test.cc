@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::byte_size_test {
 namespace {
 
 using ::emb::testing::StatusIs;
@@ -59,4 +59,4 @@ TEST(ParseByteSize, RefusesAnythingElseNamingIt) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::byte_size_test

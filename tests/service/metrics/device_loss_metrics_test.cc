@@ -9,7 +9,7 @@
 #include "prometheus/text_serializer.h"
 #include "tests/testing/fake_clock.h"
 
-namespace emb::service {
+namespace emb::service::device_loss_metrics_test {
 namespace {
 
 constexpr char kWhy[] =
@@ -121,4 +121,4 @@ TEST(DeviceLossMetrics, GivesUpAfterTheLongestWait) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::device_loss_metrics_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 
-namespace emb::service {
+namespace emb::service::metrics_test {
 namespace {
 
 TEST(Metrics, StageBucketsResolveMicrosecondsAndKeepEveryCoarseBound) {
@@ -50,4 +50,4 @@ TEST(Metrics, ExportsHealthQueueLimitAndTableBytes) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::metrics_test

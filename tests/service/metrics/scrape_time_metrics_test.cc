@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 
-namespace emb::service {
+namespace emb::service::scrape_time_metrics_test {
 namespace {
 
 const prometheus::MetricFamily* Find(const std::vector<prometheus::MetricFamily>& families,
@@ -135,4 +135,4 @@ TEST(ScrapeTimeMetrics, GroupsOfOneFamilyShareIt) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::scrape_time_metrics_test

@@ -15,7 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::admin_worker_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -164,4 +164,4 @@ TEST(AdminWorker, ShutdownCancelsWaitingJobsAndWaitsForTheRunningOne) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::admin_worker_test

@@ -11,7 +11,7 @@
 #include "grpcpp/support/status.h"
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::grpc_status_test {
 namespace {
 
 // Every google.rpc.Code, spelled in both libraries.
@@ -106,4 +106,4 @@ TEST(ShapeText, ShowsAtMostEightDims) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::grpc_status_test

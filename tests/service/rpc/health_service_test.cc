@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "service/metrics/metrics.h"
 
-namespace emb::service {
+namespace emb::service::health_service_test {
 namespace {
 
 // embedding_health_status follows the status: 0 from the start, 1 while SERVING, 0 after
@@ -36,4 +36,4 @@ TEST(HealthService, ServesWithoutAGauge) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::health_service_test

@@ -9,7 +9,7 @@
 #include "embedding/v1/embedding_service.pb.h"
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::lookup_answer_test {
 namespace {
 
 // The ByteBuffer's bytes, in order.
@@ -109,4 +109,4 @@ TEST(SerializeLookUpAnswer, GivesTheClaimBackWithTheRows) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::lookup_answer_test

@@ -16,7 +16,7 @@
 #include "service/common/update_sequence.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::request_validation_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -148,4 +148,4 @@ TEST(ValidateUpdateRowsRequest, RefusesASequenceFromTheLimitOnNamingIt) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::request_validation_test

@@ -16,7 +16,7 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::unsent_answers_test {
 namespace {
 
 using ::emb::testing::FakeClock;
@@ -524,4 +524,4 @@ TEST_F(Waiting, ManyThreadsWaitingOnOneConnectionAreAllAdmittedWithinTheBound) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::unsent_answers_test

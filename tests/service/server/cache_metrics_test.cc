@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "prometheus/text_serializer.h"
 
-namespace emb::service {
+namespace emb::service::cache_metrics_test {
 namespace {
 
 // A store whose table is (or is not) in a host tier, with the cache figures a test sets.
@@ -145,4 +145,4 @@ TEST(CacheMetrics, AStoreWithoutFiguresIsLeftOutOfTheScrape) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::cache_metrics_test

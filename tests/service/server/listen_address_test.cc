@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::listen_address_test {
 namespace {
 
 // --admin_insecure serves writes to every caller: only on a literal loopback address (issue 41,
@@ -22,4 +22,4 @@ TEST(IsLoopbackHost, TakesLiteralLoopbackAddressesOnly) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::listen_address_test

@@ -20,7 +20,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::load_plan_test {
 namespace {
 
 constexpr size_t kMiB = size_t{1} << 20;
@@ -214,4 +214,4 @@ TEST(ReadTable, AReadFailureIsReturned) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::load_plan_test

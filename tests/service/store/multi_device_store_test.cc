@@ -28,7 +28,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::multi_device_store_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -475,4 +475,4 @@ TEST(ResolveDevicesTest, ListsAndRefusals) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::multi_device_store_test

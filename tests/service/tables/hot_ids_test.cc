@@ -11,7 +11,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::hot_ids_test {
 namespace {
 
 using ::emb::testing::IdsNpyFile;
@@ -125,4 +125,4 @@ TEST_F(ReadHotIdsTest, AFileFarLargerThanTheTableIsRefused) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::hot_ids_test

@@ -28,7 +28,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::table_source_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -1003,4 +1003,4 @@ TEST_F(TableSourceTest, ARowThatCannotBeQuantizedIsNamedWhenRead) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::table_source_test

@@ -21,7 +21,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::table_versions_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -197,4 +197,4 @@ TEST(RemoveStaleTemporaries, KeepsWhatItCannotRemoveSayingWhy) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::table_versions_test

@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::in_flight_batches_test {
 namespace {
 
 TEST(InFlightBatchesTest, NothingOpenReturnsAtOnce) {
@@ -60,4 +60,4 @@ TEST(InFlightBatchesTest, OnlyBatchesStillOpenHoldTheWait) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::in_flight_batches_test

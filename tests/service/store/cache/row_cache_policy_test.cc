@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 
-namespace emb::service {
+namespace emb::service::row_cache_policy_test {
 namespace {
 
 // Every cached row's slot holds it, no slot holds two rows, and the count of cached rows agrees.
@@ -187,7 +187,7 @@ TEST(RowCachePolicyTest, PowerLawHitRateNearTheIdealStaticCache) {
   constexpr int64_t kRows = 200000;
   constexpr int64_t kCapacity = kRows / 10;
   for (const double exponent : {0.8, 1.05, 1.2}) {
-    SCOPED_TRACE(testing::Message() << "exponent " << exponent);
+    SCOPED_TRACE(::testing::Message() << "exponent " << exponent);
     PowerLawIds stream(kRows, exponent, /*seed=*/42);
     RowCachePolicy policy({.rows = kRows, .capacity = kCapacity});
     for (int batch = 0; batch < 400; ++batch) {
@@ -203,4 +203,4 @@ TEST(RowCachePolicyTest, PowerLawHitRateNearTheIdealStaticCache) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::row_cache_policy_test

@@ -15,7 +15,7 @@
 #include "tests/testing/cuda_fault.h"
 #include "tests/testing/status_matchers.h"
 
-namespace emb::service {
+namespace emb::service::gpu_device_loss_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -58,4 +58,4 @@ TEST(GpuDeviceLoss, StickyErrorCallsOnDeviceLostAndFailsTheBatch) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::gpu_device_loss_test

@@ -31,7 +31,7 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/table_files.h"
 
-namespace emb::service {
+namespace emb::service::gpu_store_test {
 namespace {
 
 using ::emb::testing::IsOk;
@@ -959,4 +959,4 @@ TEST_F(GpuStoreTest, HostTierVersionSwapServesTheNewRows) {
 }
 
 }  // namespace
-}  // namespace emb::service
+}  // namespace emb::service::gpu_store_test
