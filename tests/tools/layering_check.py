@@ -54,8 +54,10 @@ LAYERS = {
     "kernels/": {"data_type", "kernels", "cuda"},
     "proto/convert/": {"data_type", "api"},
     "client/": {"data_type", "proto_convert", "client"} | GRPC,
-    # The CLI, a program like service/main.cc: also the binaries' shared flags set-up.
+    # The CLI (main.cc and its commands, cli/), a program like service/main.cc: also the
+    # binaries' shared flags set-up.
     "client/main.cc": {"data_type", "proto_convert", "client", "common"} | GRPC,
+    "client/cli/": {"data_type", "proto_convert", "client", "common"} | GRPC,
     "service/common/": {"common"},
     "service/tables/": {"common", "data_type", "tables"},
     "service/metrics/": {"common", "metrics", "prometheus"},
