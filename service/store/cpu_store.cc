@@ -112,9 +112,9 @@ absl::Status CpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const 
 
 namespace {
 
-class HostPreparedTable final : public PreparedTable {
+class CpuPreparedTable final : public PreparedTable {
  public:
-  explicit HostPreparedTable(std::unique_ptr<HugePageRows> rows) : rows(std::move(rows)) {}
+  explicit CpuPreparedTable(std::unique_ptr<HugePageRows> rows) : rows(std::move(rows)) {}
   std::unique_ptr<HugePageRows> rows;
 };
 
@@ -124,11 +124,11 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> CpuStore::PrepareTable(const Tabl
   RETURN_IF_ERROR(
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
   ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, source.ReadAll());
-  return std::make_unique<HostPreparedTable>(std::move(rows));
+  return std::make_unique<CpuPreparedTable>(std::move(rows));
 }
 
 void CpuStore::SwapTable(PreparedTable& table) {
-  std::swap(data_, dynamic_cast<HostPreparedTable&>(table).rows);
+  std::swap(data_, dynamic_cast<CpuPreparedTable&>(table).rows);
 }
 
 }  // namespace emb::service

@@ -88,6 +88,19 @@ class ServerProcess {
 // whose exit code the test does not check, still fails it (scripts/sanitize).
 std::string SanitizerReport(const std::string& log);
 
+// Whether this build is instrumented by a sanitizer (scripts/sanitize): a test whose point is a
+// count (calls until a limit, a leak per call) may run fewer repetitions there, where each costs
+// several times as much; the plain suite runs them all.
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitizedBuild = true;
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+#else
+inline constexpr bool kSanitizedBuild = false;
+#endif
+
 // GET http://127.0.0.1:port/path; the body, or an error.
 absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 

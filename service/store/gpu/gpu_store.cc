@@ -415,9 +415,9 @@ class DevicePreparedTable final : public PreparedTable {
   kernels::DeviceBuffer<std::byte> rows;
 };
 
-class HostPreparedTable final : public PreparedTable {
+class TieredPreparedTable final : public PreparedTable {
  public:
-  explicit HostPreparedTable(std::unique_ptr<PinnedHostRows> rows) : rows(std::move(rows)) {}
+  explicit TieredPreparedTable(std::unique_ptr<PinnedHostRows> rows) : rows(std::move(rows)) {}
   std::unique_ptr<PinnedHostRows> rows;
 };
 
@@ -428,7 +428,7 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const Tabl
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
   if (host_tier_ != nullptr) {
     ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostRows> rows, host_tier_->ReadVersion(source));
-    return std::make_unique<HostPreparedTable>(std::move(rows));
+    return std::make_unique<TieredPreparedTable>(std::move(rows));
   }
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   size_t free_bytes = 0;
@@ -451,7 +451,8 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const Tabl
 
 void GpuStore::SwapTable(PreparedTable& table) {
   if (host_tier_ != nullptr) {
-    if (absl::Status s = host_tier_->Swap(dynamic_cast<HostPreparedTable&>(table).rows); !s.ok()) {
+    if (absl::Status s = host_tier_->Swap(dynamic_cast<TieredPreparedTable&>(table).rows);
+        !s.ok()) {
       // Only a CUDA failure emptying the cache, which `check_` has reported (a lost device).
       LogError("table '", info().name, "': ", s.message());
     }
