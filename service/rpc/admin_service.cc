@@ -75,34 +75,16 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
       FinishWhenIdle(rows_type.status());
       return;
     }
-    // The slow part (conversion, the copy to the device) here, while batches run; the batch
-    // boundary then only writes.
-    absl::Span<const int64_t> ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
-    std::vector<int64_t> shard_ids;  // a shard's store holds its rows from 0
-    if (info.first_row != 0) {
-      shard_ids.reserve(ids.size());
-      for (const int64_t id : ids) {
-        shard_ids.push_back(id - info.first_row);
-      }
-      ids = shard_ids;
-    }
-    absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = (*table)->store->PrepareRows(
-        ids, *rows_type,
-        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
-                            request_.rows().size()));
-    if (!prepared.ok()) {
-      FinishWhenIdle(prepared.status());
-      return;
-    }
-    Batcher::Update update;
-    update.rows = *std::move(prepared);
-    update.sequence = request_.sequence();
-    update.received = received;
-    update.done = [this, name = info.name](const absl::StatusOr<int64_t>& written) {
-      Applied(name, written);
-    };
+    // The slow part (conversion, the copy to the device) on the table's writer, while batches
+    // run; the batch boundary then only writes. request_ stays as it is until Applied: no read
+    // is started while a message applies.
     applying_ = true;
-    if (absl::Status s = (*table)->batcher->SubmitUpdate(std::move(update)); !s.ok()) {
+    AdminWorker& writer = service_->WriterOf(**table);
+    if (absl::Status s = writer.Post(
+            [this, table = *table, rows_type = *rows_type, received](const absl::Status& start) {
+              Prepare(*table, rows_type, received, start);
+            });
+        !s.ok()) {
       applying_ = false;
       FinishWhenIdle(s);
     }
@@ -131,7 +113,45 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
   }
 
  private:
-  // The batcher applied the message (`written` rows) or refused it.
+  // On the table's writer (with `start` OK; UNAVAILABLE when the server stopped before its turn):
+  // prepares the message's rows and hands them to the table's batcher.
+  void Prepare(ServedTable& table, DataType rows_type, absl::Time received,
+               const absl::Status& start) {
+    const TableInfo& info = table.store->info();
+    if (!start.ok()) {
+      Applied(info.name, start);
+      return;
+    }
+    absl::Span<const int64_t> ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
+    std::vector<int64_t> shard_ids;  // a shard's store holds its rows from 0
+    if (info.first_row != 0) {
+      shard_ids.reserve(ids.size());
+      for (const int64_t id : ids) {
+        shard_ids.push_back(id - info.first_row);
+      }
+      ids = shard_ids;
+    }
+    absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = table.store->PrepareRows(
+        ids, rows_type,
+        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
+                            request_.rows().size()));
+    if (!prepared.ok()) {
+      Applied(info.name, prepared.status());
+      return;
+    }
+    Batcher::Update update;
+    update.rows = *std::move(prepared);
+    update.sequence = request_.sequence();
+    update.received = received;
+    update.done = [this, name = info.name](const absl::StatusOr<int64_t>& written) {
+      Applied(name, written);
+    };
+    if (absl::Status s = table.batcher->SubmitUpdate(std::move(update)); !s.ok()) {
+      Applied(info.name, s);
+    }
+  }
+
+  // The batcher applied the message (`written` rows), or it was refused before or by the batcher.
   void Applied(const std::string& table, const absl::StatusOr<int64_t>& written) {
     absl::MutexLock lock(&mu_);
     applying_ = false;
@@ -186,7 +206,17 @@ AdminServiceImpl::~AdminServiceImpl() {
 }
 
 void AdminServiceImpl::SetTables(std::vector<ServedTable>* tables) {
+  for (const ServedTable& t : *tables) {
+    const std::string& name = t.store->info().name;
+    writers_.push_back(std::make_unique<AdminWorker>(
+        kMaxQueuedUpdates, absl::StrCat("update messages of table '", name, "'"),
+        absl::StrCat("table '", name, "''s writer")));
+  }
   tables_.store(tables, std::memory_order_release);
+}
+
+AdminWorker& AdminServiceImpl::WriterOf(const ServedTable& table) {
+  return *writers_[static_cast<size_t>(&table - tables_.load(std::memory_order_acquire)->data())];
 }
 
 void AdminServiceImpl::Shutdown() {
@@ -198,8 +228,13 @@ void AdminServiceImpl::Shutdown() {
     }
   }
   // Not under mu_: a job ends by taking it. The save or load in progress finishes (and answers)
-  // before the admin port closes; those queued behind it are answered UNAVAILABLE.
+  // before the admin port closes; those queued behind it are answered UNAVAILABLE. Likewise the
+  // update message each writer prepares goes on to its batcher (which still runs), and those
+  // waiting are not applied.
   worker_.Shutdown();
+  for (const std::unique_ptr<AdminWorker>& writer : writers_) {
+    writer->Shutdown();
+  }
 }
 
 void AdminServiceImpl::Forget(UpdateRowsCall* call) {

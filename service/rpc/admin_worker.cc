@@ -6,8 +6,11 @@
 
 namespace emb::service {
 
-AdminWorker::AdminWorker(size_t max_queued)
-    : max_queued_(max_queued), thread_([this] { Work(); }) {}
+AdminWorker::AdminWorker(size_t max_queued, std::string jobs, std::string queue)
+    : max_queued_(max_queued),
+      jobs_(std::move(jobs)),
+      queue_name_(std::move(queue)),
+      thread_([this] { Work(); }) {}
 
 AdminWorker::~AdminWorker() { Shutdown(); }
 
@@ -18,9 +21,7 @@ absl::Status AdminWorker::Post(Job job) {
   }
   if (queue_.size() >= max_queued_) {
     return absl::ResourceExhaustedError(
-        absl::StrCat(queue_.size(),
-                     " saves and version loads wait already, the limit of the admin service's "
-                     "queue (",
+        absl::StrCat(queue_.size(), " ", jobs_, " wait already, the limit of ", queue_name_, " (",
                      max_queued_, ", behind the one running); retry when one has ended"));
   }
   queue_.push_back(std::move(job));
@@ -35,10 +36,10 @@ void AdminWorker::Shutdown() {
     cancelled.swap(queue_);
   }
   for (Job& job : cancelled) {
-    std::move(job)(absl::UnavailableError(
-        "the server is shutting down: this call waited behind other saves and version loads and "
-        "was not started; nothing of it was done, retry it after the restart or on another "
-        "replica"));
+    std::move(job)(absl::UnavailableError(absl::StrCat(
+        "the server is shutting down: this call waited behind other ", jobs_,
+        " and was not started; nothing of it was done, retry it after the restart or on another "
+        "replica")));
   }
   absl::MutexLock lock(&join_mu_);
   if (thread_.joinable()) {

@@ -1,14 +1,17 @@
-// AdminWorker: the one thread that runs the admin service's saves and version loads, one at a time
-// in the order they were queued, with a bounded number waiting behind the one that runs. A save or
-// a load takes as long as a table's bytes take to reach the disk or the device, so it runs off
-// gRPC's threads; one thread for all of them keeps the threads and memory maps they cost constant,
-// whatever the number of calls (issue 41: a thread per call, joined only at shutdown, took 8 MiB
-// and 2 maps each until the process met vm.max_map_count). Thread-safe.
+// AdminWorker: one thread that runs jobs one at a time in the order they were queued, with a
+// bounded number waiting behind the one that runs. The admin service has one for its saves and
+// version loads (a save or a load takes as long as a table's bytes take to reach the disk or the
+// device, so it runs off gRPC's threads; one thread for all of them keeps the threads and memory
+// maps they cost constant, whatever the number of calls: a thread per call, joined only at
+// shutdown, took 8 MiB and 2 maps each until the process met vm.max_map_count), and one a table
+// for its update messages (their preparation may allocate pinned memory and wait for a copy to
+// the device, which no gRPC reaction may do). Thread-safe.
 #ifndef EMB_SERVICE_RPC_ADMIN_WORKER_H_
 #define EMB_SERVICE_RPC_ADMIN_WORKER_H_
 
 #include <cstddef>
 #include <deque>
+#include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
@@ -24,8 +27,10 @@ class AdminWorker {
   // UNAVAILABLE on the thread that calls Shutdown() if the worker stops before it starts.
   using Job = absl::AnyInvocable<void(const absl::Status& start) &&>;
 
-  // Starts the worker thread; at most `max_queued` jobs wait behind the running one.
-  explicit AdminWorker(size_t max_queued);
+  // Starts the worker thread; at most `max_queued` jobs wait behind the running one. `jobs` names
+  // them in its refusals ("saves and version loads"), `queue` the queue ("the admin service's
+  // queue").
+  AdminWorker(size_t max_queued, std::string jobs, std::string queue);
   // Calls Shutdown().
   ~AdminWorker();
   AdminWorker(const AdminWorker&) = delete;
@@ -46,6 +51,8 @@ class AdminWorker {
   void Work();
 
   const size_t max_queued_;
+  const std::string jobs_;
+  const std::string queue_name_;
   absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -53,7 +53,7 @@ TEST(AdminWorker, RunsJobsOneAtATimeInTheOrderPostedOnOneThread) {
   constexpr int kJobs = 200;
   Record record;
   absl::BlockingCounter done(kJobs);
-  AdminWorker worker(kJobs);
+  AdminWorker worker(kJobs, "jobs", "the test's queue");
   absl::Mutex mu;
   int running = 0;
   int most_running = 0;
@@ -88,7 +88,7 @@ TEST(AdminWorker, RunsJobsOneAtATimeInTheOrderPostedOnOneThread) {
 // While a job runs, `max_queued` more may wait; the next is refused naming the limit, and is
 // taken again once one has started.
 TEST(AdminWorker, RefusesAJobBeyondTheQueueNamingTheLimit) {
-  AdminWorker worker(3);
+  AdminWorker worker(3, "saves and version loads", "the admin service's queue");
   absl::Notification started, release;
   ASSERT_TRUE(worker
                   .Post([&](const absl::Status&) {
@@ -119,7 +119,7 @@ TEST(AdminWorker, RefusesAJobBeyondTheQueueNamingTheLimit) {
 // finish, and refuses later jobs.
 TEST(AdminWorker, ShutdownCancelsWaitingJobsAndWaitsForTheRunningOne) {
   Record record;
-  AdminWorker worker(8);
+  AdminWorker worker(8, "update messages of table 't'", "the table's writer");
   absl::Notification started, release;
   std::optional<absl::Status> running_start;
   std::atomic<bool> running_returned{false};
@@ -155,7 +155,9 @@ TEST(AdminWorker, ShutdownCancelsWaitingJobsAndWaitsForTheRunningOne) {
   for (int i = 0; i < 4; ++i) {
     EXPECT_EQ(calls[i].job, i + 1);
     EXPECT_THAT(calls[i].start,
-                StatusIs(absl::StatusCode::kUnavailable, HasSubstr("was not started")));
+                StatusIs(absl::StatusCode::kUnavailable,
+                         HasSubstr("waited behind other update messages of table 't' and was not "
+                                   "started")));
     EXPECT_EQ(calls[i].thread, stopper_thread);
   }
   EXPECT_THAT(worker.Post([](const absl::Status&) {}),
