@@ -47,7 +47,7 @@ struct SequenceSource {
 
 // `status` of a stream whose sequences start one above `source`: a refused sequence
 // (FAILED_PRECONDITION) says where the table's sequence was read, which may be another server
-// than --admin_target's (issue 40: --target's default, with only --admin_target given).
+// than --admin_target's (--target's default, with only --admin_target given).
 absl::Status WithSequenceSource(const absl::Status& status,
                                 const std::optional<SequenceSource>& source,
                                 const std::set<std::string>& flags_given);

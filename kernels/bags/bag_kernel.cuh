@@ -29,7 +29,7 @@ inline constexpr int kBlockThreads = 256;
 // a bag's ids (see there). Measured on the H200 (docs/benchmarks.md): staging the ids took 4% to
 // 26% off the pooled cases. With unchecked loads (PoolItem) a float32 bag kernel of one tile needs
 // 80 registers, and bound to 4 blocks (64 registers, 8 bytes spilled) it was up to 6% faster
-// still (device call O); two tiles spill 36 bytes under that bound and ran 1.5% slower, the other
+// still; two tiles spill 36 bytes under that bound and ran 1.5% slower, the other
 // table types need 90 to 180 registers, and GatherKernel spills under any bound tighter than its
 // own 128: those are not bound. Builds for benchmarks may set others (-DEMB_BAG_MIN_BLOCKS=N
 // for every table type, -DEMB_GATHER_MIN_BLOCKS=N, -DEMB_BAG_STAGE_IDS=0 or 1;

@@ -9,8 +9,9 @@
 // A pool made with a HostAllocator takes its pooled blocks from it (the GPU backend's pinned,
 // mapped memory, which the device writes rows into directly; such a buffer knows its device
 // address), falling back to new[] when it has none; blocks beyond the bound always come from
-// new[], as pinning memory for one use costs more than it saves. The server makes one pool per
-// device and hands it to that device's batchers.
+// new[], as pinning memory for one use costs more than it saves. The server makes one pool for
+// all its tables (portable pinned memory, which every GPU of the process writes into, where any
+// table is on a GPU) and hands it to every batcher.
 //
 // A buffer goes back to its pool when it is destroyed, or, once handed over with ReleaseHandle(),
 // when Recycle() is called on the handle (gRPC does that from a slice's destroy callback, on any

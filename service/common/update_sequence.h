@@ -2,7 +2,7 @@
 // saved version carries in its metadata (emb_sequence). Sequences lie below 2^62: a publisher that
 // numbers its messages by nanoseconds since 1970 fits until 2116, and a table's sequence stays a
 // quarter of the int64 range away from its end, so "the table's sequence + 1" never overflows
-// (before issue 41 a message of sequence 2^63-1 was applied, and no later one could follow it).
+// (a table at sequence 2^63-1 could take no later message).
 // Header-only constants.
 #ifndef EMB_SERVICE_COMMON_UPDATE_SEQUENCE_H_
 #define EMB_SERVICE_COMMON_UPDATE_SEQUENCE_H_

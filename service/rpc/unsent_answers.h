@@ -25,8 +25,8 @@
 //
 // Admission by deadline: gRPC shares a connection's bandwidth among its streams, so under
 // overload every answer on a connection is sent slowly together, and past some backlog all of
-// them miss their deadlines (issue 21, item 6: 4,096 callers with 250 ms deadlines received one
-// answer in five the server sent). So each connection learns the rate its answers drain at: each
+// them miss their deadlines (4,096 callers with 250 ms deadlines received one answer in five the
+// server sent, docs/reliability.md). So each connection learns the rate its answers drain at: each
 // answer that queued behind others gives a sample, (bytes ahead of it + its own) / its time from
 // claim to release (where those are 1 MiB or more: below, a call's own cost outweighs its bytes),
 // the very terms of the prediction, so that uneven answers (a small one

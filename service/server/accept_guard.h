@@ -1,8 +1,8 @@
 // AcceptGuard: keeps gRPC's listeners alive when the process runs out of file descriptors.
 //
 // gRPC 1.51's TCP listener stops accepting for good the first time accept4() fails with EMFILE or
-// ENFILE (it re-arms only on EAGAIN), so a flood of connections past the open-file limit used to
-// leave the server deaf until restarted, even once the flood had gone (issue 41, item 5). This
+// ENFILE (it re-arms only on EAGAIN), so a flood of connections past the open-file limit would
+// leave the server deaf until restarted, even once the flood had gone. This
 // file defines accept4() for the process, in front of the C library's: where the call fails for
 // want of a descriptor, it sheds the connections waiting on that listener (each accepted on a
 // descriptor kept in reserve for this, and closed at once: the client sees the connection reset

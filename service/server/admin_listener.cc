@@ -69,7 +69,7 @@ absl::Status EmbeddingServer::StartAdmin(const ServerConfig& config) {
   builder.AddListeningPort(config.admin_address, credentials.credentials, &admin_port_);
   builder.RegisterService(admin_.get());
   builder.SetMaxReceiveMessageSize(static_cast<int>(config.admin_max_message_bytes));
-  // What a caller can make the admin listener hold (issue 41): a caller without a certificate
+  // What a caller can make the admin listener hold: a caller without a certificate
   // signed by the client CA is refused in the TLS handshake, and one whose certificate is off the
   // allow-list on its headers (the processor above), so only an allowed writer's messages are
   // read. gRPC 1.51 has no per-method receive limit: what an allowed writer (or a flood of

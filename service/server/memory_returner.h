@@ -3,7 +3,7 @@
 // glibc keeps what is freed in its arenas and returns to the system only what lies at the top of a
 // heap. A burst of short-lived calls (a rapid-reset attack: 200k-300k streams opened and reset in
 // seconds, each a call that gRPC allocates and frees) left the resident set at its peak, 3 to 5
-// GB, after the calls were gone (issue 41, item 4). A thread looks every `period` at how much the
+// GB, after the calls were gone. A thread looks every `period` at how much the
 // allocator holds free and, past `threshold_bytes` (and once the resident set has grown by as
 // much since the last trim), trims (malloc_trim: free pages anywhere in the heaps go back to the
 // system), logging what the resident set gave back.

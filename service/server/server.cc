@@ -36,7 +36,7 @@ constexpr char kServiceName[] = "embedding.v1.EmbeddingService";
 // connection until that connection's request is read, and civetweb gives a connection
 // request_timeout_ms in all to send its request line and headers (not per byte), then closes it.
 // With civetweb's defaults (2 threads, 30 s) two slow clients blocked every scrape for 30 s at a
-// time; with 8 threads and 30 s, 9 or more did (docs/reliability.md, issue 41). Now 16 slow
+// time; with 8 threads and 30 s, 9 or more did (docs/reliability.md). Now 16 slow
 // connections leave 16 threads free for scrapes, and each is closed after 5 s (a scrape is read
 // and answered in milliseconds); a scrape that finds every thread taken waits in civetweb's
 // queue until one of them is closed. Keep-alive stays off (civetweb's default): a connection is
@@ -125,7 +125,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   if (config.max_concurrent_streams > 0) {
     builder.AddChannelArgument(GRPC_ARG_MAX_CONCURRENT_STREAMS, config.max_concurrent_streams);
   }
-  // What a client can make the server hold (issue 21). gRPC 1.51 has no
+  // What a client can make the server hold. gRPC 1.51 has no
   // lever on streams opened before the client acknowledges SETTINGS, nor on the data queued for
   // a client that reads nothing (GRPC_ARG_HTTP2_WRITE_BUFFER_SIZE only caps buffered writes that
   // ask for it), so answers are bounded by our own admission (UnsentAnswers):
