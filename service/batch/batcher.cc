@@ -61,9 +61,7 @@ Batcher::Batcher(EmbeddingStore* store, BatcherOptions options, TableMetrics met
                           ? std::clamp(options.inline_batches, 0, store->max_inflight_batches())
                           : 0),
       finishers_(options.answer_threads),
-      worker_([this] { Run(); }) {
-  last_sequence_.store(options.initial_sequence, std::memory_order_relaxed);
-}
+      worker_([this] { Run(); }) {}
 
 Batcher::~Batcher() { Shutdown(); }
 
@@ -84,7 +82,7 @@ absl::Status Batcher::Submit(Request request) {
           absl::StrCat("table '", store_->info().name, "' queue is full: ", queued_ids_,
                        " ids queued, limit ", options_.max_queue_ids, "; retry with back-off"));
     }
-    if (!queue_.empty() || inflight_ >= inline_batches_ || updating_ || UpdatesDue()) {
+    if (!queue_.empty() || inflight_ >= inline_batches_ || pauses_ > 0) {
       queued_ids_ += n;
       metrics_.queue_ids->Set(static_cast<double>(queued_ids_));
       queue_.push_back(Entry{std::move(request), clock_->Now()});
@@ -99,13 +97,17 @@ absl::Status Batcher::Submit(Request request) {
   return absl::OkStatus();
 }
 
-absl::Status Batcher::SubmitUpdate(Update update) {
+Batcher::BatchPause Batcher::PauseBatches() {
   absl::MutexLock lock(&mu_);
-  if (stopping_) {
-    return absl::UnavailableError("the server is shutting down");
-  }
-  updates_.push_back(std::move(update));
-  return absl::OkStatus();
+  ++pauses_;
+  mu_.Await(absl::Condition(
+      +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->inflight_ == 0; }, this));
+  return BatchPause(this);
+}
+
+void Batcher::Resume() {
+  absl::MutexLock lock(&mu_);
+  --pauses_;
 }
 
 void Batcher::Shutdown() {
@@ -126,6 +128,11 @@ void Batcher::Shutdown() {
 int64_t Batcher::queued_ids_for_test() const {
   absl::MutexLock lock(&mu_);
   return queued_ids_;
+}
+
+int Batcher::pauses_for_test() const {
+  absl::MutexLock lock(&mu_);
+  return pauses_;
 }
 
 std::vector<Batcher::Entry> Batcher::TakeBatch() {
@@ -160,106 +167,37 @@ std::vector<Batcher::Entry> Batcher::TakeBatch() {
 void Batcher::Run() {
   for (;;) {
     std::vector<Entry> entries;
-    std::deque<Update> updates;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
           +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-            return b->stopping_ || !b->queue_.empty() || b->UpdatesDue();
+            return b->queue_.empty() ? b->stopping_ : b->pauses_ == 0;
           },
           this));
-      if (UpdatesDue()) {
-        // A batch boundary: no batch starts from here on, and the ones in flight finish first.
-        updating_ = true;
-        mu_.Await(absl::Condition(
-            +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->inflight_ == 0; }, this));
-        updates.swap(updates_);
-      } else if (queue_.empty()) {
-        if (!updates_.empty()) {
-          // Stopping with updates held by WithUpdatesPaused: they run once it returns.
-          mu_.Await(absl::Condition(
-              +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->paused_ == 0; }, this));
+      if (queue_.empty()) {
+        return;  // stopping, and nothing left to run
+      }
+      if (options_.max_queue_delay > absl::ZeroDuration()) {
+        // Wait for more requests until the batch is full or the oldest has waited long enough
+        // (or a pause comes, which goes first).
+        const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
+        const absl::Duration wait = flush_at - clock_->Now();
+        mu_.AwaitWithTimeout(absl::Condition(
+                                 +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+                                   return b->stopping_ || b->pauses_ > 0 ||
+                                          b->queued_ids_ >= b->options_.max_batch_ids;
+                                 },
+                                 this),
+                             wait);
+        if (pauses_ > 0) {
           continue;
         }
-        return;  // stopping, and nothing left to run
-      } else {
-        if (options_.max_queue_delay > absl::ZeroDuration()) {
-          // Wait for more requests until the batch is full or the oldest has waited long enough
-          // (or an update arrives, which goes first).
-          const absl::Time flush_at = queue_.front().enqueued + options_.max_queue_delay;
-          const absl::Duration wait = flush_at - clock_->Now();
-          mu_.AwaitWithTimeout(absl::Condition(
-                                   +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS {
-                                     return b->stopping_ || b->UpdatesDue() ||
-                                            b->queued_ids_ >= b->options_.max_batch_ids;
-                                   },
-                                   this),
-                               wait);
-          if (UpdatesDue()) {
-            continue;
-          }
-        }
-        entries = TakeBatch();
-        ++inflight_;
-        metrics_.inflight_batches->Set(static_cast<double>(inflight_));
       }
-    }
-    if (!updates.empty()) {
-      ApplyUpdates(updates);
-      {
-        absl::MutexLock lock(&mu_);
-        updating_ = false;
-      }
-      updates.clear();  // a swapped-out table's memory goes now, while batches run again
-      continue;
+      entries = TakeBatch();
+      ++inflight_;
+      metrics_.inflight_batches->Set(static_cast<double>(inflight_));
     }
     Dispatch(std::move(entries));
-  }
-}
-
-absl::Status Batcher::WithUpdatesPaused(absl::FunctionRef<absl::Status(int64_t sequence)> fn) {
-  {
-    absl::MutexLock lock(&mu_);
-    ++paused_;
-    mu_.Await(absl::Condition(
-        +[](Batcher* b) ABSL_NO_THREAD_SAFETY_ANALYSIS { return !b->updating_; }, this));
-  }
-  absl::Status s = fn(last_sequence_.load(std::memory_order_acquire));
-  absl::MutexLock lock(&mu_);
-  --paused_;
-  return s;
-}
-
-void Batcher::ApplyUpdates(std::deque<Update>& updates) {
-  for (Update& u : updates) {
-    if (u.table != nullptr) {
-      store_->SwapTable(*u.table);
-      last_sequence_.store(u.sequence, std::memory_order_release);
-      metrics_.update_sequence->Set(static_cast<double>(u.sequence));
-      u.done(int64_t{0});
-      continue;  // the old rows are freed with `updates`, after the boundary
-    }
-    const int64_t last = last_sequence_.load(std::memory_order_relaxed);
-    if (u.sequence <= last) {
-      u.done(absl::FailedPreconditionError(absl::StrCat(
-          "sequence ", u.sequence, " for table '", store_->info().name,
-          "' does not increase: the last applied is ", last, "; nothing of this message applied")));
-      continue;
-    }
-    if (absl::Status s = store_->WriteRows(*u.rows); !s.ok()) {
-      u.done(s);
-      continue;
-    }
-    const int64_t written = u.rows->rows();
-    u.rows.reset();  // its staging memory goes back to the store now
-    last_sequence_.store(u.sequence, std::memory_order_release);
-    updated_rows_.fetch_add(written, std::memory_order_relaxed);
-    metrics_.updated_rows->Increment(static_cast<double>(written));
-    metrics_.update_sequence->Set(static_cast<double>(u.sequence));
-    const absl::Time now = clock_->Now();
-    metrics_.last_update_time->Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
-    metrics_.update_seconds->Observe(absl::ToDoubleSeconds(now - u.received));
-    u.done(written);
   }
 }
 

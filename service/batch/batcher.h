@@ -17,13 +17,10 @@
 // calls are finished: the first caller's on the thread that answered the batch, the others' on
 // the finishing threads. A batch counts as in flight until the store answers it (its slot is free
 // again then), and as finishing until its last call is finished.
-// Row updates (SubmitUpdate) are applied by the worker at a batch boundary: it stops forming
-// batches (and the submitting threads stop starting them), waits until no batch is in flight,
-// writes the queued updates through the store in order, each whole (EmbeddingStore::WriteRows:
-// the rows were prepared before, while batches ran), and answers each as soon as its rows are
-// written; then batches resume. So no batch reads a table that an update is
-// writing, and every batch formed after an update's answer reads its rows. Updates go ahead of
-// the lookups already queued. Thread-safe.
+// The table's writer (service/write/table_writer.h) writes rows between batches: PauseBatches
+// stops forming batches (and the submitting threads stop starting them) and returns once no
+// batch is in flight; batches resume when the pause ends. So no batch reads a table while it is
+// written, and a write goes ahead of the lookups already queued. Thread-safe.
 #ifndef EMB_SERVICE_BATCH_BATCHER_H_
 #define EMB_SERVICE_BATCH_BATCHER_H_
 
@@ -34,12 +31,11 @@
 #include <deque>
 #include <memory>
 #include <thread>
+#include <utility>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/functional/any_invocable.h"
-#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -69,8 +65,6 @@ struct BatcherOptions {
   // GPU, pinned memory the device writes into directly); must outlive the batcher. nullptr: the
   // batcher's own pool of ordinary memory.
   AnswerBufferPool* answer_pool = nullptr;
-  // The table's last applied update sequence as loaded (a saved version's), where updates resume.
-  int64_t initial_sequence = 0;
 };
 
 class Batcher {
@@ -115,43 +109,35 @@ class Batcher {
   // already, INVALID_ARGUMENT for more than max_batch_ids ids, UNAVAILABLE after Shutdown().
   absl::Status Submit(Request request);
 
-  // Rows to write over the table's rows, prepared by the store (EmbeddingStore::PrepareRows),
-  // with the publisher's sequence number.
-  struct Update {
-    std::unique_ptr<PreparedRows> rows;
-    // Or, instead of rows, another version of the whole table (EmbeddingStore::PrepareTable),
-    // swapped in at the boundary; `sequence` is then the version's own, which becomes the last
-    // applied one whatever it is (a rollback goes back), and `done` gets 0.
-    std::unique_ptr<PreparedTable> table;
-    // Must be greater than last_sequence() when the update is applied, else it applies nothing.
-    int64_t sequence = 0;
-    // When the update reached the server: the update-latency histogram runs from here to the
-    // moment its rows are visible.
-    absl::Time received;
-    // The rows written (distinct ids) once they are; FAILED_PRECONDITION for a sequence that
-    // does not increase; the store's error otherwise (nothing written).
-    absl::AnyInvocable<void(absl::StatusOr<int64_t> written)> done;
+  // Batches held: while one lives, no batch starts (requests queue, and go on in order once the
+  // last pause ends). Move-only; must end before the batcher's Shutdown.
+  class BatchPause {
+   public:
+    BatchPause(BatchPause&& other) noexcept : batcher_(std::exchange(other.batcher_, nullptr)) {}
+    BatchPause& operator=(BatchPause&&) = delete;
+    BatchPause(const BatchPause&) = delete;
+    ~BatchPause() {
+      if (batcher_ != nullptr) {
+        batcher_->Resume();
+      }
+    }
+
+   private:
+    friend class Batcher;
+    explicit BatchPause(Batcher* batcher) : batcher_(batcher) {}
+    Batcher* batcher_;
   };
 
-  // Queues `update` for the next batch boundary. On OK its `done` runs exactly once, on the
-  // worker thread; UNAVAILABLE after Shutdown() (then `done` is not called).
-  absl::Status SubmitUpdate(Update update);
+  // Stops batches at the next boundary: returns once the store has answered every batch in
+  // flight, and no batch starts until the returned pause ends. For the table's writer, which
+  // writes rows between batches.
+  [[nodiscard]] BatchPause PauseBatches();
 
-  // Runs `fn` with no update being applied and none applied until it returns (they wait in the
-  // queue; lookups go on), passing the last applied sequence: the table then stays as it is at
-  // that sequence, for a consistent copy (SaveTable). Returns fn's status.
-  absl::Status WithUpdatesPaused(absl::FunctionRef<absl::Status(int64_t sequence)> fn);
-
-  // The sequence of the last update applied (initial_sequence before any) and the rows updates
-  // have written.
-  int64_t last_sequence() const { return last_sequence_.load(std::memory_order_acquire); }
-  int64_t updated_rows() const { return updated_rows_.load(std::memory_order_relaxed); }
-
-  // Stops taking requests and updates, runs every queued one, and waits until every batch is
-  // answered.
+  // Stops taking requests, runs every queued one, and waits until every batch is answered.
   void Shutdown();
 
   int64_t queued_ids_for_test() const;
+  int pauses_for_test() const;
 
  private:
   struct Entry {
@@ -161,12 +147,8 @@ class Batcher {
   struct Batch;
 
   void Run();
-  // Whether queued updates are to be applied now (some are queued, and none is paused).
-  bool UpdatesDue() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return !updates_.empty() && paused_ == 0;
-  }
-  // Applies `updates` in order and answers each (worker thread; no batch in flight).
-  void ApplyUpdates(std::deque<Update>& updates);
+  // Ends a BatchPause.
+  void Resume();
   // Removes the next batch's entries from the queue; empty when the queue is empty.
   std::vector<Entry> TakeBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Dispatch(std::vector<Entry> entries);
@@ -197,13 +179,8 @@ class Batcher {
   int64_t inflight_ ABSL_GUARDED_BY(mu_) = 0;   // batches the store has not answered
   int64_t finishing_ ABSL_GUARDED_BY(mu_) = 0;  // answered batches with calls left to finish
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::deque<Update> updates_ ABSL_GUARDED_BY(mu_);
-  // Set while the worker waits for the batches in flight and applies updates: no batch starts.
-  bool updating_ ABSL_GUARDED_BY(mu_) = false;
-  // WithUpdatesPaused calls running: while above 0, queued updates wait.
-  int paused_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> last_sequence_{0};  // written by the worker only
-  std::atomic<int64_t> updated_rows_{0};
+  // BatchPauses alive (or waiting for the batches in flight): while above 0, no batch starts.
+  int pauses_ ABSL_GUARDED_BY(mu_) = 0;
   // After mu_, so that its threads (which end batches under mu_) are joined before mu_ goes.
   ThreadPool finishers_;
   std::thread worker_;

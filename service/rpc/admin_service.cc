@@ -13,6 +13,7 @@
 #include "service/rpc/request_validation.h"
 #include "service/rpc/version_loader.h"
 #include "service/tables/table_versions.h"
+#include "service/write/table_writer.h"
 
 namespace emb::service {
 
@@ -26,7 +27,7 @@ using embedding::v1::UpdateRowsResponse;
 // One UpdateRows stream. Its state lives under mu_, and the gRPC operations are started under it
 // too: gRPC runs this reactor's reactions on its own threads (it is not inlineable), never inside
 // the Start or Finish that causes them, so a reaction waits for mu_ instead of re-entering it.
-// At most one of reading (request_ belongs to gRPC), applying (request_ belongs to the batcher)
+// At most one of reading (request_ belongs to gRPC), applying (request_ belongs to the writer)
 // and writing (response_ belongs to gRPC) at a time, except that Finish may cut a read short.
 class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, UpdateRowsResponse> {
  public:
@@ -75,16 +76,21 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
       FinishWhenIdle(rows_type.status());
       return;
     }
-    // The slow part (conversion, the copy to the device) on the table's writer, while batches
-    // run; the batch boundary then only writes. request_ stays as it is until Applied: no read
-    // is started while a message applies.
+    // The table's writer prepares the rows (conversion, the copy to the device) on its own
+    // thread, while batches run, and writes them between batches. request_ stays as it is until
+    // Applied: no read is started while a message applies.
     applying_ = true;
-    AdminWorker& writer = service_->WriterOf(**table);
-    if (absl::Status s = writer.Post(
-            [this, table = *table, rows_type = *rows_type, received](const absl::Status& start) {
-              Prepare(*table, rows_type, received, start);
-            });
-        !s.ok()) {
+    TableWriter::Update update;
+    update.ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
+    update.rows_type = *rows_type;
+    update.rows = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
+                                      request_.rows().size());
+    update.sequence = request_.sequence();
+    update.received = received;
+    update.done = [this, name = info.name](const absl::StatusOr<int64_t>& written) {
+      Applied(name, written);
+    };
+    if (absl::Status s = (*table)->writer->Submit(std::move(update)); !s.ok()) {
       applying_ = false;
       FinishWhenIdle(s);
     }
@@ -113,45 +119,7 @@ class UpdateRowsCall final : public grpc::ServerBidiReactor<UpdateRowsRequest, U
   }
 
  private:
-  // On the table's writer (with `start` OK; UNAVAILABLE when the server stopped before its turn):
-  // prepares the message's rows and hands them to the table's batcher.
-  void Prepare(ServedTable& table, DataType rows_type, absl::Time received,
-               const absl::Status& start) {
-    const TableInfo& info = table.store->info();
-    if (!start.ok()) {
-      Applied(info.name, start);
-      return;
-    }
-    absl::Span<const int64_t> ids = absl::MakeConstSpan(request_.ids().data(), request_.ids_size());
-    std::vector<int64_t> shard_ids;  // a shard's store holds its rows from 0
-    if (info.first_row != 0) {
-      shard_ids.reserve(ids.size());
-      for (const int64_t id : ids) {
-        shard_ids.push_back(id - info.first_row);
-      }
-      ids = shard_ids;
-    }
-    absl::StatusOr<std::unique_ptr<PreparedRows>> prepared = table.store->PrepareRows(
-        ids, rows_type,
-        absl::MakeConstSpan(reinterpret_cast<const std::byte*>(request_.rows().data()),
-                            request_.rows().size()));
-    if (!prepared.ok()) {
-      Applied(info.name, prepared.status());
-      return;
-    }
-    Batcher::Update update;
-    update.rows = *std::move(prepared);
-    update.sequence = request_.sequence();
-    update.received = received;
-    update.done = [this, name = info.name](const absl::StatusOr<int64_t>& written) {
-      Applied(name, written);
-    };
-    if (absl::Status s = table.batcher->SubmitUpdate(std::move(update)); !s.ok()) {
-      Applied(info.name, s);
-    }
-  }
-
-  // The batcher applied the message (`written` rows), or it was refused before or by the batcher.
+  // The writer applied the message (`written` rows), or refused it.
   void Applied(const std::string& table, const absl::StatusOr<int64_t>& written) {
     absl::MutexLock lock(&mu_);
     applying_ = false;
@@ -206,22 +174,14 @@ AdminServiceImpl::~AdminServiceImpl() {
 }
 
 void AdminServiceImpl::SetTables(std::vector<ServedTable>* tables) {
-  for (const ServedTable& t : *tables) {
-    const std::string& name = t.store->info().name;
-    writers_.push_back(std::make_unique<AdminWorker>(
-        kMaxQueuedUpdates, absl::StrCat("update messages of table '", name, "'"),
-        absl::StrCat("table '", name, "''s writer")));
-  }
   tables_.store(tables, std::memory_order_release);
 }
 
-AdminWorker& AdminServiceImpl::WriterOf(const ServedTable& table) {
-  return *writers_[static_cast<size_t>(&table - tables_.load(std::memory_order_acquire)->data())];
-}
-
 void AdminServiceImpl::Shutdown() {
+  bool first;  // the tables are only sure to be alive at the first call (the server's)
   {
     absl::MutexLock lock(&mu_);
+    first = !shutting_down_;
     shutting_down_ = true;
     for (UpdateRowsCall* call : calls_) {
       call->Close();  // under mu_: the call's OnDone waits in Forget, so `call` stays alive
@@ -229,11 +189,14 @@ void AdminServiceImpl::Shutdown() {
   }
   // Not under mu_: a job ends by taking it. The save or load in progress finishes (and answers)
   // before the admin port closes; those queued behind it are answered UNAVAILABLE. Likewise the
-  // update message each writer prepares goes on to its batcher (which still runs), and those
-  // waiting are not applied.
+  // update messages each table's writer has taken are written (the batchers still run), and
+  // those waiting are not.
   worker_.Shutdown();
-  for (const std::unique_ptr<AdminWorker>& writer : writers_) {
-    writer->Shutdown();
+  if (std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+      first && tables != nullptr) {
+    for (ServedTable& table : *tables) {
+      table.writer->Shutdown();
+    }
   }
 }
 
@@ -379,7 +342,7 @@ absl::Status AdminServiceImpl::Save(ServedTable& table, SaveTableResponse* respo
   const absl::Time start = clock_->Now();
   absl::StatusOr<VersionFile> file;
   int64_t saved_sequence = 0;
-  absl::Status s = table.batcher->WithUpdatesPaused([&](int64_t sequence) {
+  absl::Status s = table.writer->WithUpdatesPaused([&](int64_t sequence) {
     saved_sequence = sequence;
     LogInfo("saving table '", info.name, "' (sequence ", sequence, ", ", info.bytes(),
             " bytes) as the next version in ", table.versions->dir, "; its updates wait");

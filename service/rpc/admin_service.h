@@ -2,10 +2,10 @@
 // on the admin listener the operator opens (service/server/server.h: --admin_address).
 //
 // Each UpdateRows stream is one UpdateRowsCall, its own reactor: it reads a message, checks the
-// caller and the message, and hands it to its table's writer, a thread of its own (an
-// AdminWorker) that prepares the rows (conversion, pinned staging, the copy to the device: work no
-// gRPC reaction may wait for) and passes them to the table's Batcher, which writes them at a batch
-// boundary; once the rows are written the call sends the answer and reads the next message. One
+// caller and the message, and hands it to its table's writer (service/write/table_writer.h), a
+// thread of its own that prepares the rows (conversion, pinned staging, the copy to the device:
+// work no gRPC reaction may wait for) and writes them between batches; once the rows are written
+// the call sends the answer and reads the next message. One
 // message of a stream is applied at a time, in order; the first that fails ends the stream with
 // its status, after the answers of those before it. Callers are checked on every stream: where
 // the admin port runs mutual TLS, the client certificate's identity (its SANs, else its CN)
@@ -49,9 +49,6 @@ struct AdminOptions {
 // How many saves and version loads may wait behind the one running; a call beyond them gets
 // RESOURCE_EXHAUSTED.
 inline constexpr size_t kMaxQueuedAdminJobs = 64;
-// How many update messages may wait for a table's writer (each stream has at most one applying);
-// a message beyond them ends its stream RESOURCE_EXHAUSTED.
-inline constexpr size_t kMaxQueuedUpdates = 1024;
 
 // OK when one of the identities TLS verified for the caller (`auth`'s peer identity: the client
 // certificate's SANs, else its CN) is in `allowed`; otherwise PERMISSION_DENIED naming what the
@@ -85,14 +82,15 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   // Shutdown() must have run and every stream must have ended (the admin gRPC server is down).
   ~AdminServiceImpl() override;
 
-  // Makes the tables writable, starting a writer thread for each; until then UpdateRows answers
+  // Makes the tables writable (through each one's TableWriter); until then UpdateRows answers
   // UNAVAILABLE. Call once.
   void SetTables(std::vector<ServedTable>* tables);
   // Ends every stream with UNAVAILABLE: a stream waiting for its next message at once, one whose
   // message is being applied once its answer is sent (so every answered message is applied).
   // Answers each queued save, version load and update message UNAVAILABLE without starting it,
   // and waits for the one running (of each table's writer) to finish and answer. Later calls get
-  // UNAVAILABLE at once. Call before the admin grpc::Server's Shutdown.
+  // UNAVAILABLE at once. Call before the admin grpc::Server's Shutdown, while the tables live (a
+  // second call, the destructor's, leaves them alone).
   void Shutdown();
 
   grpc::ServerBidiReactor<embedding::v1::UpdateRowsRequest, embedding::v1::UpdateRowsResponse>*
@@ -114,8 +112,6 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   // OK when the caller may write, else PERMISSION_DENIED saying why.
   absl::Status CheckCaller(const grpc::CallbackServerContext& ctx) const;
   void Forget(UpdateRowsCall* call);
-  // The writer of `table`, one of *tables_.
-  AdminWorker& WriterOf(const ServedTable& table);
   // SaveTable's work, on the worker.
   absl::Status Save(ServedTable& table, embedding::v1::SaveTableResponse* response);
 
@@ -129,8 +125,6 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   // The tables with a save queued or running: a second save of one is refused.
   absl::flat_hash_set<const ServedTable*> saving_ ABSL_GUARDED_BY(mu_);
   AdminWorker worker_{kMaxQueuedAdminJobs, "saves and version loads", "the admin service's queue"};
-  // The writers of the tables, in the order of *tables_ (set before tables_ is).
-  std::vector<std::unique_ptr<AdminWorker>> writers_;
 };
 
 }  // namespace emb::service

@@ -3,9 +3,7 @@
 // version loads (a save or a load takes as long as a table's bytes take to reach the disk or the
 // device, so it runs off gRPC's threads; one thread for all of them keeps the threads and memory
 // maps they cost constant, whatever the number of calls: a thread per call, joined only at
-// shutdown, took 8 MiB and 2 maps each until the process met vm.max_map_count), and one a table
-// for its update messages (their preparation may allocate pinned memory and wait for a copy to
-// the device, which no gRPC reaction may do). Thread-safe.
+// shutdown, took 8 MiB and 2 maps each until the process met vm.max_map_count). Thread-safe.
 #ifndef EMB_SERVICE_RPC_ADMIN_WORKER_H_
 #define EMB_SERVICE_RPC_ADMIN_WORKER_H_
 

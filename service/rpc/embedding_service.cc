@@ -375,8 +375,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
       p->set_host_tier(part.host_tier);
     }
     info->set_is_default(i == 0);
-    info->set_sequence((*tables)[i].batcher->last_sequence());
-    info->set_updated_rows((*tables)[i].batcher->updated_rows());
+    info->set_sequence((*tables)[i].writer->last_sequence());
+    info->set_updated_rows((*tables)[i].writer->updated_rows());
     if ((*tables)[i].versions != nullptr) {
       info->set_version((*tables)[i].versions->version.load(std::memory_order_acquire));
       info->set_version_pinned((*tables)[i].versions->pinned.load(std::memory_order_acquire));

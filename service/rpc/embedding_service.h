@@ -29,6 +29,7 @@
 #include "service/rpc/request_validation.h"
 #include "service/rpc/unsent_answers.h"
 #include "service/store/embedding_store.h"
+#include "service/write/table_writer.h"
 
 namespace emb::service {
 
@@ -70,11 +71,12 @@ struct TableVersions {
   std::atomic<int64_t> refused{0};   // the newest version polling found broken (not retried)
 };
 
-// One served table: its store, batcher and metrics. The service holds them in flag order, default
-// first.
+// One served table: its store, batcher, writer and metrics. The service holds them in flag order,
+// default first.
 struct ServedTable {
   std::unique_ptr<EmbeddingStore> store;
   std::unique_ptr<Batcher> batcher;
+  std::unique_ptr<TableWriter> writer;  // after the batcher: it goes first
   TableMetrics metrics;
   std::unique_ptr<TableVersions> versions;  // nullptr: loaded from a file or the demo table
 };

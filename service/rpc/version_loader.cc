@@ -5,7 +5,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "absl/synchronization/notification.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/rpc/grpc_status.h"
@@ -30,7 +29,7 @@ absl::StatusOr<LoadedVersion> Load(ServedTable& table, int64_t version, bool pin
   const int64_t served = versions.version.load(std::memory_order_acquire);
   if (version == served) {
     versions.pinned.store(pin, std::memory_order_release);
-    return LoadedVersion{served, table.batcher->last_sequence(), false};
+    return LoadedVersion{served, table.writer->last_sequence(), false};
   }
   const absl::Time start = clock->Now();
   absl::StatusOr<std::unique_ptr<TableSource>> source = OpenVersion(spec, version);
@@ -40,19 +39,7 @@ absl::StatusOr<LoadedVersion> Load(ServedTable& table, int64_t version, bool pin
   LogInfo("table '", info.name, "': loading version ", version, " beside version ", served,
           ", which serves meanwhile");
   ASSIGN_OR_RETURN(std::unique_ptr<PreparedTable> prepared, table.store->PrepareTable(**source));
-  absl::Notification swapped;
-  absl::Status status;
-  Batcher::Update swap;
-  swap.table = std::move(prepared);
-  swap.sequence = (*source)->sequence();
-  swap.received = clock->Now();
-  swap.done = [&](const absl::StatusOr<int64_t>& done) {
-    status = done.status();
-    swapped.Notify();
-  };
-  RETURN_IF_ERROR(table.batcher->SubmitUpdate(std::move(swap)));
-  swapped.WaitForNotification();
-  RETURN_IF_ERROR(status);
+  RETURN_IF_ERROR(table.writer->SwapVersion(std::move(prepared), (*source)->sequence()));
   versions.version.store(version, std::memory_order_release);
   versions.pinned.store(pin, std::memory_order_release);
   table.metrics.version->Set(static_cast<double>(version));

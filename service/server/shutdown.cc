@@ -83,6 +83,7 @@ void EmbeddingServer::Shutdown(absl::Time deadline) {
     grpc_completion_queue_destroy(cq);
   }
   for (ServedTable& t : tables_) {
+    t.writer->Shutdown();  // the writes it took are written first, between batches
     t.batcher->Shutdown();
   }
   if (server_ != nullptr) {

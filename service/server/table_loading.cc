@@ -37,6 +37,7 @@
 #include "service/tables/table_source.h"
 #include "service/tables/table_spec.h"
 #include "service/tables/table_versions.h"
+#include "service/write/table_writer.h"
 
 namespace emb::service {
 namespace {
@@ -360,7 +361,6 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
     tm.queue_limit_ids->Set(static_cast<double>(config.batcher.max_queue_ids));
     tm.device_bytes->Set(static_cast<double>(table.device_bytes));
     ServedTable served;
-    batcher_options.initial_sequence = source.sequence();
     tm.update_sequence->Set(static_cast<double>(source.sequence()));
     if (source.version() > 0) {
       served.versions = std::make_unique<TableVersions>();
@@ -374,6 +374,10 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
       tm.version->Set(static_cast<double>(source.version()));
     }
     served.batcher = std::make_unique<Batcher>(store.get(), batcher_options, tm, options.clock);
+    WriterOptions writer_options;
+    writer_options.initial_sequence = source.sequence();
+    served.writer = std::make_unique<TableWriter>(store.get(), served.batcher.get(), tm,
+                                                  writer_options, options.clock);
     served.store = std::move(store);
     served.metrics = tm;
     tables_.push_back(std::move(served));

@@ -239,8 +239,8 @@ class EmbeddingStore {
   }
   // Copies the table's bytes [offset, offset + out.size()) (rows of the table's type, row-major)
   // into host memory. Runs beside LookUps (it only reads); the caller keeps updates away for a
-  // consistent copy (Batcher::WithUpdatesPaused). OUT_OF_RANGE past the table; INTERNAL with the
-  // CUDA error's name for a device failure.
+  // consistent copy (TableWriter::WithUpdatesPaused). OUT_OF_RANGE past the table; INTERNAL with
+  // the CUDA error's name for a device failure.
   virtual absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const {
     (void)offset;
     (void)out;

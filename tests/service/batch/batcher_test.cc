@@ -26,6 +26,7 @@
 #include "service/store/cpu_store.h"
 #include "service/store/embedding_store.h"
 #include "service/tables/table_source.h"
+#include "service/write/table_writer.h"
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/status_matchers.h"
 
@@ -1028,22 +1029,21 @@ TEST_F(BatcherTest, AFinishedAnswersBufferServesTheNextCall) {
   EXPECT_EQ(s.reused, 2);
 }
 
-// --- Row updates --------------------------------------------------------------------------------
+// --- Row updates, through the table's writer (TableWriter), which pauses the batcher
+// ---------------
 
-// One update, float32 rows; its `done` records the outcome. `this` must outlive the update.
+// One update message, float32 rows; its `done` records the outcome. `this` must outlive the
+// update.
 struct UpdateCall {
   UpdateCall(std::vector<int64_t> ids_in, std::vector<float> rows_in, int64_t seq)
       : ids(std::move(ids_in)), rows(std::move(rows_in)), sequence(seq) {}
 
-  // The update, its rows prepared by `store`.
-  Batcher::Update Update(EmbeddingStore& store) {
-    Batcher::Update u;
-    auto prepared =
-        store.PrepareRows(ids, DataType::kFloat32,
-                          absl::MakeConstSpan(reinterpret_cast<const std::byte*>(rows.data()),
-                                              rows.size() * sizeof(float)));
-    EXPECT_THAT(prepared.status(), IsOk());
-    u.rows = *std::move(prepared);
+  TableWriter::Update Update() {
+    TableWriter::Update u;
+    u.ids = ids;
+    u.rows_type = DataType::kFloat32;
+    u.rows = absl::MakeConstSpan(reinterpret_cast<const std::byte*>(rows.data()),
+                                 rows.size() * sizeof(float));
     u.sequence = sequence;
     u.done = [this](absl::StatusOr<int64_t> written) {
       result = std::move(written);
@@ -1090,16 +1090,24 @@ class UpdateFailingStore final : public WrappingStore {
   }
 };
 
+// Blocks until the batcher is paused (the writer waits at a boundary).
+void WaitForPause(const Batcher& batcher) {
+  while (batcher.pauses_for_test() == 0) {
+    std::this_thread::yield();
+  }
+}
+
 TEST_F(BatcherTest, UpdatedRowsAreWhatEveryLaterLookUpReadsInEveryAnswerType) {
   Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(store_.get(), &batcher, table_metrics_, WriterOptions{}, &clock_);
   // Ids 5 and 700 come twice: their last rows win.
   UpdateCall update({5, 17, 700, 5, 999, 0, 700}, RandomRows(7, 1), /*seq=*/3);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
+  ASSERT_THAT(writer.Submit(update.Update()), IsOk());
   update.done.WaitForNotification();
   ASSERT_THAT(update.result, IsOk());
   EXPECT_EQ(*update.result, 5);  // distinct ids
-  EXPECT_EQ(batcher.last_sequence(), 3);
-  EXPECT_EQ(batcher.updated_rows(), 5);
+  EXPECT_EQ(writer.last_sequence(), 3);
+  EXPECT_EQ(writer.updated_rows(), 5);
 
   // The reference: the original table with the rows written in order.
   std::vector<float> table(static_cast<size_t>(kRows * kDim));
@@ -1129,13 +1137,14 @@ TEST_F(BatcherTest, UpdatedRowsAreWhatEveryLaterLookUpReadsInEveryAnswerType) {
 
 TEST_F(BatcherTest, UpdateWhoseSequenceDoesNotIncreaseAppliesNothing) {
   Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(store_.get(), &batcher, table_metrics_, WriterOptions{}, &clock_);
   UpdateCall first({1, 2}, RandomRows(2, 2), /*seq=*/10);
-  ASSERT_THAT(batcher.SubmitUpdate(first.Update(*store_)), IsOk());
+  ASSERT_THAT(writer.Submit(first.Update()), IsOk());
   first.done.WaitForNotification();
   ASSERT_THAT(first.result, IsOk());
   for (int64_t seq : {10, 9, 0, -1}) {
     UpdateCall stale({2, 3}, RandomRows(2, 3), seq);
-    ASSERT_THAT(batcher.SubmitUpdate(stale.Update(*store_)), IsOk());
+    ASSERT_THAT(writer.Submit(stale.Update()), IsOk());
     stale.done.WaitForNotification();
     EXPECT_THAT(stale.result,
                 StatusIs(absl::StatusCode::kFailedPrecondition,
@@ -1143,8 +1152,8 @@ TEST_F(BatcherTest, UpdateWhoseSequenceDoesNotIncreaseAppliesNothing) {
                                                 " for table 't' does not "
                                                 "increase: the last applied is 10"))));
   }
-  EXPECT_EQ(batcher.last_sequence(), 10);
-  EXPECT_EQ(batcher.updated_rows(), 2);
+  EXPECT_EQ(writer.last_sequence(), 10);
+  EXPECT_EQ(writer.updated_rows(), 2);
   Call call({2, 3}, DataType::kFloat32);
   ASSERT_THAT(batcher.Submit(call.Request()), IsOk());
   call.done.WaitForNotification();
@@ -1159,11 +1168,13 @@ TEST_F(BatcherTest, UpdateWhoseSequenceDoesNotIncreaseAppliesNothing) {
 TEST_F(BatcherTest, UpdateWaitsForTheBatchInFlightAndGoesBeforeLaterLookUps) {
   GateStore gate(store_.get(), /*open=*/false);
   Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(&gate, &batcher, table_metrics_, WriterOptions{}, &clock_);
   Call before({42}, DataType::kFloat32);
   ASSERT_THAT(batcher.Submit(before.Request()), IsOk());
   gate.WaitForCalls(1);  // its batch is in the store, held
   UpdateCall update({42}, RandomRows(1, 4), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
+  ASSERT_THAT(writer.Submit(update.Update()), IsOk());
+  WaitForPause(batcher);  // the writer waits for the batch in flight
   Call after({42}, DataType::kFloat32);
   ASSERT_THAT(batcher.Submit(after.Request()), IsOk());
   // The batch in flight holds the table: the update cannot have been applied.
@@ -1181,31 +1192,119 @@ TEST_F(BatcherTest, UpdateWaitsForTheBatchInFlightAndGoesBeforeLaterLookUps) {
 TEST_F(BatcherTest, StoreThatFailsAnUpdateKeepsTheSequence) {
   UpdateFailingStore failing(store_.get());
   Batcher batcher(&failing, BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(&failing, &batcher, table_metrics_, WriterOptions{}, &clock_);
   UpdateCall update({1}, RandomRows(1, 5), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
+  ASSERT_THAT(writer.Submit(update.Update()), IsOk());
   update.done.WaitForNotification();
   EXPECT_THAT(update.result,
               StatusIs(absl::StatusCode::kInternal, HasSubstr("cudaErrorLaunchFailure")));
-  EXPECT_EQ(batcher.last_sequence(), 0);
-  EXPECT_EQ(batcher.updated_rows(), 0);
+  EXPECT_EQ(writer.last_sequence(), 0);
+  EXPECT_EQ(writer.updated_rows(), 0);
 }
 
-TEST_F(BatcherTest, ShutdownAppliesQueuedUpdatesAndRefusesLaterOnes) {
+// A message the writer cannot prepare (rows that do not fit the ids) is answered with why, and
+// writes nothing; the next one is written.
+TEST_F(BatcherTest, UpdateThatCannotBePreparedIsAnsweredAndTheNextIsWritten) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(store_.get(), &batcher, table_metrics_, WriterOptions{}, &clock_);
+  UpdateCall bad({1, 2}, RandomRows(1, 8), /*seq=*/1);  // one row for two ids
+  ASSERT_THAT(writer.Submit(bad.Update()), IsOk());
+  UpdateCall good({3}, RandomRows(1, 9), /*seq=*/2);
+  ASSERT_THAT(writer.Submit(good.Update()), IsOk());
+  bad.done.WaitForNotification();
+  good.done.WaitForNotification();
+  EXPECT_THAT(bad.result, StatusIs(absl::StatusCode::kInternal, HasSubstr("bytes of rows")));
+  ASSERT_THAT(good.result, IsOk());
+  EXPECT_EQ(writer.last_sequence(), 2);
+  EXPECT_EQ(writer.updated_rows(), 1);
+}
+
+// Shutdown writes the message the writer has taken (it waits at the boundary for the batch in
+// flight), answers the one queued behind it UNAVAILABLE without writing it, and refuses later
+// ones.
+TEST_F(BatcherTest, WriterShutdownWritesWhatItTookAndRefusesTheRest) {
   GateStore gate(store_.get(), /*open=*/false);
   Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(&gate, &batcher, table_metrics_, WriterOptions{}, &clock_);
   Call held({7}, DataType::kFloat32);
   ASSERT_THAT(batcher.Submit(held.Request()), IsOk());
   gate.WaitForCalls(1);
-  UpdateCall update({7}, RandomRows(1, 6), /*seq=*/1);
-  ASSERT_THAT(batcher.SubmitUpdate(update.Update(*store_)), IsOk());
-  std::thread stopper([&] { batcher.Shutdown(); });
+  UpdateCall taken({7}, RandomRows(1, 6), /*seq=*/1);
+  ASSERT_THAT(writer.Submit(taken.Update()), IsOk());
+  WaitForPause(batcher);  // taken, prepared, and waiting for the batch in flight
+  UpdateCall queued({8}, RandomRows(1, 10), /*seq=*/2);
+  ASSERT_THAT(writer.Submit(queued.Update()), IsOk());
+  std::thread stopper([&] { writer.Shutdown(); });
+  queued.done.WaitForNotification();
+  EXPECT_THAT(queued.result, StatusIs(absl::StatusCode::kUnavailable,
+                                      HasSubstr("was not started; nothing of it was written")));
+  EXPECT_FALSE(taken.done.HasBeenNotified());
   gate.Open();
   stopper.join();
-  ASSERT_TRUE(update.done.HasBeenNotified());
-  EXPECT_THAT(update.result, IsOk());
-  EXPECT_EQ(batcher.last_sequence(), 1);
-  UpdateCall late({7}, RandomRows(1, 7), /*seq=*/2);
-  EXPECT_THAT(batcher.SubmitUpdate(late.Update(*store_)), StatusIs(absl::StatusCode::kUnavailable));
+  ASSERT_TRUE(taken.done.HasBeenNotified());
+  EXPECT_THAT(taken.result, IsOk());
+  EXPECT_EQ(writer.last_sequence(), 1);
+  UpdateCall late({7}, RandomRows(1, 7), /*seq=*/3);
+  EXPECT_THAT(writer.Submit(late.Update()), StatusIs(absl::StatusCode::kUnavailable));
+  held.done.WaitForNotification();
+}
+
+// While WithUpdatesPaused runs, a submitted message is not written (the table stays at the
+// sequence it was given); it is once the call returns.
+TEST_F(BatcherTest, WithUpdatesPausedHoldsWritesUntilItReturns) {
+  Batcher batcher(store_.get(), BatcherOptions{}, table_metrics_, &clock_);
+  TableWriter writer(store_.get(), &batcher, table_metrics_, WriterOptions{}, &clock_);
+  UpdateCall update({4}, RandomRows(1, 11), /*seq=*/5);
+  absl::Notification inside;
+  absl::Notification release;
+  std::thread saver([&] {
+    EXPECT_THAT(writer.WithUpdatesPaused([&](int64_t sequence) {
+      EXPECT_EQ(sequence, 0);
+      inside.Notify();
+      release.WaitForNotification();
+      EXPECT_EQ(writer.last_sequence(), 0);  // not written meanwhile
+      return absl::OkStatus();
+    }),
+                IsOk());
+  });
+  inside.WaitForNotification();
+  ASSERT_THAT(writer.Submit(update.Update()), IsOk());
+  release.Notify();
+  saver.join();
+  update.done.WaitForNotification();
+  ASSERT_THAT(update.result, IsOk());
+  EXPECT_EQ(writer.last_sequence(), 5);
+}
+
+// At most max_queued writes wait; one more is refused with the limit, and nothing is lost.
+TEST_F(BatcherTest, WriterRefusesAWriteBeyondItsQueue) {
+  GateStore gate(store_.get(), /*open=*/false);
+  Batcher batcher(&gate, BatcherOptions{}, table_metrics_, &clock_);
+  WriterOptions options;
+  options.max_queued = 2;
+  TableWriter writer(&gate, &batcher, table_metrics_, options, &clock_);
+  Call held({1}, DataType::kFloat32);
+  ASSERT_THAT(batcher.Submit(held.Request()), IsOk());
+  gate.WaitForCalls(1);
+  std::vector<std::unique_ptr<UpdateCall>> calls;
+  for (int64_t seq = 1; seq <= 4; ++seq) {
+    calls.push_back(
+        std::make_unique<UpdateCall>(std::vector<int64_t>{seq}, RandomRows(1, 20 + seq), seq));
+  }
+  ASSERT_THAT(writer.Submit(calls[0]->Update()), IsOk());
+  WaitForPause(batcher);  // the first is taken; two more may wait
+  ASSERT_THAT(writer.Submit(calls[1]->Update()), IsOk());
+  ASSERT_THAT(writer.Submit(calls[2]->Update()), IsOk());
+  EXPECT_THAT(writer.Submit(calls[3]->Update()),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       HasSubstr("2 writes wait for table 't''s writer already, its limit (2")));
+  gate.Open();
+  for (int k = 0; k < 3; ++k) {
+    calls[static_cast<size_t>(k)]->done.WaitForNotification();
+    EXPECT_THAT(calls[static_cast<size_t>(k)]->result, IsOk()) << k;
+  }
+  EXPECT_EQ(writer.last_sequence(), 3);
+  held.done.WaitForNotification();
 }
 
 // One writer rewrites every row of the table with its sequence number, as fast as it can, while
@@ -1220,6 +1319,7 @@ TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
   options.max_batch_ids = 4096;
   options.max_queue_delay = absl::Microseconds(50);
   Batcher batcher(store_.get(), options, table_metrics_);  // real clock
+  TableWriter writer(store_.get(), &batcher, table_metrics_, WriterOptions{});
   std::vector<int64_t> all(kRows);
   for (int64_t i = 0; i < kRows; ++i) {
     all[static_cast<size_t>(i)] = i;
@@ -1228,7 +1328,7 @@ TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
   auto write = [&](int64_t seq) {
     UpdateCall u(
         all, std::vector<float>(static_cast<size_t>(kRows * kDim), static_cast<float>(seq)), seq);
-    ASSERT_THAT(batcher.SubmitUpdate(u.Update(*store_)), IsOk());
+    ASSERT_THAT(writer.Submit(u.Update()), IsOk());
     u.done.WaitForNotification();
     ASSERT_THAT(u.result, IsOk());
     acknowledged.store(seq, std::memory_order_release);
@@ -1304,8 +1404,8 @@ TEST_F(BatcherTest, ReadersNeverSeeAMixedOrOlderUpdate) {
   for (int r = 0; r < kReaders; ++r) {
     EXPECT_EQ(errors[r], "") << "reader " << r << " after " << reads[r] << " reads";
   }
-  EXPECT_EQ(batcher.last_sequence(), seq);
-  EXPECT_EQ(batcher.updated_rows(), seq * kRows);
+  EXPECT_EQ(writer.last_sequence(), seq);
+  EXPECT_EQ(writer.updated_rows(), seq * kRows);
 }
 
 }  // namespace
