@@ -61,8 +61,8 @@ namespace {
 // Distinct ids and their rows, in the table's type.
 class HostPreparedRows final : public PreparedRows {
  public:
-  HostPreparedRows(std::vector<int64_t> ids, std::vector<std::byte> rows)
-      : PreparedRows(static_cast<int64_t>(ids.size())),
+  HostPreparedRows(const CpuStore* maker, std::vector<int64_t> ids, std::vector<std::byte> rows)
+      : PreparedRows(maker, static_cast<int64_t>(ids.size())),
         ids(std::move(ids)),
         rows(std::move(rows)) {}
   const std::vector<int64_t> ids;
@@ -88,11 +88,11 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> CpuStore::PrepareRows(
     RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
                                       converted.data() + k * out_row, keep[k]));
   }
-  return std::make_unique<HostPreparedRows>(std::move(kept_ids), std::move(converted));
+  return std::make_unique<HostPreparedRows>(this, std::move(kept_ids), std::move(converted));
 }
 
 absl::Status CpuStore::WriteRows(PreparedRows& prepared) {
-  auto* rows = dynamic_cast<HostPreparedRows*>(&prepared);
+  auto* rows = MadeBy<HostPreparedRows>(this, prepared);
   if (rows == nullptr) {
     return absl::InternalError("WriteRows: rows prepared by another store");
   }
@@ -114,7 +114,8 @@ namespace {
 
 class CpuPreparedTable final : public PreparedTable {
  public:
-  explicit CpuPreparedTable(std::unique_ptr<HugePageRows> rows) : rows(std::move(rows)) {}
+  CpuPreparedTable(const CpuStore* maker, std::unique_ptr<HugePageRows> rows)
+      : PreparedTable(maker), rows(std::move(rows)) {}
   std::unique_ptr<HugePageRows> rows;
 };
 
@@ -124,11 +125,16 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> CpuStore::PrepareTable(const Tabl
   RETURN_IF_ERROR(
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
   ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, source.ReadAll());
-  return std::make_unique<CpuPreparedTable>(std::move(rows));
+  return std::make_unique<CpuPreparedTable>(this, std::move(rows));
 }
 
-void CpuStore::SwapTable(PreparedTable& table) {
-  std::swap(data_, dynamic_cast<CpuPreparedTable&>(table).rows);
+absl::Status CpuStore::SwapTable(PreparedTable& table) {
+  auto* prepared = MadeBy<CpuPreparedTable>(this, table);
+  if (prepared == nullptr) {
+    return absl::InternalError("SwapTable: a table prepared by another store");
+  }
+  std::swap(data_, prepared->rows);
+  return absl::OkStatus();
 }
 
 }  // namespace emb::service

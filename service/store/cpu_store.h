@@ -31,7 +31,7 @@ class CpuStore final : public EmbeddingStore {
   absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
   // A prepared table is the version's rows read into host memory beside the served ones.
   absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
-  void SwapTable(PreparedTable& table) override;
+  absl::Status SwapTable(PreparedTable& table) override;
 
  private:
   CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,

@@ -137,18 +137,23 @@ struct LookUpBatch {
   size_t answer_rows() const { return plain_ids() + bags.count(); }
 };
 
+class EmbeddingStore;
+
 // Rows of an update made ready by EmbeddingStore::PrepareRows, to be written by WriteRows of the
-// same store. Each store's own subclass holds them (host or device memory).
+// same store. Each store's own subclass holds them (host or device memory); the store that made
+// them (`maker`) reads them as that subclass (MadeBy).
 class PreparedRows {
  public:
   virtual ~PreparedRows() = default;
   // Distinct ids: the rows WriteRows writes.
   int64_t rows() const { return rows_; }
+  const EmbeddingStore* maker() const { return maker_; }
 
  protected:
-  explicit PreparedRows(int64_t rows) : rows_(rows) {}
+  PreparedRows(const EmbeddingStore* maker, int64_t rows) : maker_(maker), rows_(rows) {}
 
  private:
+  const EmbeddingStore* const maker_;
   const int64_t rows_;
 };
 
@@ -170,11 +175,27 @@ absl::Status EncodeRowOfUpdate(const std::byte* row, DataType rows_type, const T
                                std::byte* out, size_t index);
 
 // Another version of a store's table, loaded beside the served one by PrepareTable, to take its
-// place (SwapTable); after the swap it holds the old rows, freed with it.
+// place (SwapTable); after the swap it holds the old rows, freed with it. As PreparedRows, each
+// store's own subclass, read as such by the store that made it.
 class PreparedTable {
  public:
   virtual ~PreparedTable() = default;
+  const EmbeddingStore* maker() const { return maker_; }
+
+ protected:
+  explicit PreparedTable(const EmbeddingStore* maker) : maker_(maker) {}
+
+ private:
+  const EmbeddingStore* const maker_;
 };
+
+// `prepared` (a PreparedRows or PreparedTable) as the subclass T that `store` makes, or nullptr
+// when another store made it. A store makes one subclass of each (for a given residence), so
+// this is the only check the cast needs.
+template <typename T, typename Prepared>
+T* MadeBy(const EmbeddingStore* store, Prepared& prepared) {
+  return prepared.maker() == store ? static_cast<T*>(&prepared) : nullptr;
+}
 
 class EmbeddingStore {
  public:
@@ -253,13 +274,18 @@ class EmbeddingStore {
   //     served table in rows, dim or dtype, or when the device cannot hold both copies (naming the
   //     bytes needed and free); the errors of the store's load otherwise.
   //   SwapTable, at a batch boundary (as WriteRows): the prepared rows are served from now on; the
-  //     old ones move into `table`.
+  //     old ones move into `table`. INTERNAL for a table another store prepared (nothing
+  //     swapped), or a device failure (a lost device).
   virtual absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) {
     (void)source;
     return absl::UnimplementedError(
         absl::StrCat("table '", info_.name, "' cannot load another version"));
   }
-  virtual void SwapTable(PreparedTable& table) { (void)table; }
+  virtual absl::Status SwapTable(PreparedTable& table) {
+    (void)table;
+    return absl::UnimplementedError(
+        absl::StrCat("table '", info_.name, "' cannot load another version"));
+  }
 
   // Both steps at once (the caller keeps the barrier); the distinct rows written.
   absl::StatusOr<int64_t> UpdateRows(absl::Span<const int64_t> ids, DataType rows_type,

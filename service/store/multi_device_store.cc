@@ -18,15 +18,17 @@ namespace {
 // Rows of an update prepared by each part (null where a part has none of its ids).
 class MultiPreparedRows final : public PreparedRows {
  public:
-  MultiPreparedRows(int64_t rows, std::vector<std::unique_ptr<PreparedRows>> parts)
-      : PreparedRows(rows), parts(std::move(parts)) {}
+  MultiPreparedRows(const MultiDeviceStore* maker, int64_t rows,
+                    std::vector<std::unique_ptr<PreparedRows>> parts)
+      : PreparedRows(maker, rows), parts(std::move(parts)) {}
   std::vector<std::unique_ptr<PreparedRows>> parts;
 };
 
 class MultiPreparedTable final : public PreparedTable {
  public:
-  explicit MultiPreparedTable(std::vector<std::unique_ptr<PreparedTable>> parts)
-      : parts(std::move(parts)) {}
+  MultiPreparedTable(const MultiDeviceStore* maker,
+                     std::vector<std::unique_ptr<PreparedTable>> parts)
+      : PreparedTable(maker), parts(std::move(parts)) {}
   std::vector<std::unique_ptr<PreparedTable>> parts;
 };
 
@@ -344,14 +346,17 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> MultiDeviceStore::PrepareRows(
       }
     }
   }
-  return std::make_unique<MultiPreparedRows>(written, std::move(prepared));
+  return std::make_unique<MultiPreparedRows>(this, written, std::move(prepared));
 }
 
 absl::Status MultiDeviceStore::WriteRows(PreparedRows& rows) {
-  auto& prepared = static_cast<MultiPreparedRows&>(rows);
+  auto* prepared = MadeBy<MultiPreparedRows>(this, rows);
+  if (prepared == nullptr) {
+    return absl::InternalError("WriteRows: rows prepared by another store");
+  }
   for (size_t k = 0; k < parts_.size(); ++k) {
-    if (prepared.parts[k] != nullptr) {
-      RETURN_IF_ERROR(parts_[k]->store->WriteRows(*prepared.parts[k]));
+    if (prepared->parts[k] != nullptr) {
+      RETURN_IF_ERROR(parts_[k]->store->WriteRows(*prepared->parts[k]));
     }
   }
   return absl::OkStatus();
@@ -395,14 +400,20 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> MultiDeviceStore::PrepareTable(
     }
     prepared.push_back(std::move(part));
   }
-  return std::make_unique<MultiPreparedTable>(std::move(prepared));
+  return std::make_unique<MultiPreparedTable>(this, std::move(prepared));
 }
 
-void MultiDeviceStore::SwapTable(PreparedTable& table) {
-  auto& prepared = static_cast<MultiPreparedTable&>(table);
-  for (size_t k = 0; k < parts_.size(); ++k) {
-    parts_[k]->store->SwapTable(*prepared.parts[k]);
+absl::Status MultiDeviceStore::SwapTable(PreparedTable& table) {
+  auto* prepared = MadeBy<MultiPreparedTable>(this, table);
+  if (prepared == nullptr) {
+    return absl::InternalError("SwapTable: a table prepared by another store");
   }
+  // Each part's swap fails only on a lost device (which ends the server): the first such error.
+  absl::Status status;
+  for (size_t k = 0; k < parts_.size(); ++k) {
+    status.Update(parts_[k]->store->SwapTable(*prepared->parts[k]));
+  }
+  return status;
 }
 
 }  // namespace emb::service

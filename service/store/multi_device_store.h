@@ -64,7 +64,7 @@ class MultiDeviceStore final : public EmbeddingStore {
   absl::Status WriteRows(PreparedRows& rows) override;
   absl::Status ReadRows(size_t offset, absl::Span<std::byte> out) const override;
   absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
-  void SwapTable(PreparedTable& table) override;
+  absl::Status SwapTable(PreparedTable& table) override;
 
  private:
   struct Part {

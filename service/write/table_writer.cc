@@ -170,7 +170,10 @@ bool TableWriter::Prepare(Write& w) {
 void TableWriter::Apply(Write& w) {
   Update& u = w.update;
   if (u.table != nullptr) {
-    store_->SwapTable(*u.table);
+    if (absl::Status s = store_->SwapTable(*u.table); !s.ok()) {
+      u.done(s);
+      return;
+    }
     last_sequence_.store(u.sequence, std::memory_order_release);
     metrics_.update_sequence->Set(static_cast<double>(u.sequence));
     u.done(int64_t{0});

@@ -293,7 +293,7 @@ class GpuPreparedRows final : public PreparedRows {
  public:
   GpuPreparedRows(GpuStore* store, std::unique_ptr<GpuStore::StagingBlock> block, int64_t rows,
                   size_t rows_offset)
-      : PreparedRows(rows), store(store), block(std::move(block)), rows_offset(rows_offset) {}
+      : PreparedRows(store, rows), store(store), block(std::move(block)), rows_offset(rows_offset) {}
   ~GpuPreparedRows() override { store->ReleaseStaging(std::move(block)); }
 
   GpuStore* const store;
@@ -365,8 +365,8 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
 }
 
 absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
-  auto* rows = dynamic_cast<GpuPreparedRows*>(&prepared);
-  if (rows == nullptr || rows->store != this) {
+  auto* rows = MadeBy<GpuPreparedRows>(this, prepared);
+  if (rows == nullptr) {
     return absl::InternalError("WriteRows: rows prepared by another store");
   }
   if (rows->rows() == 0) {
@@ -411,13 +411,15 @@ namespace {
 
 class DevicePreparedTable final : public PreparedTable {
  public:
-  explicit DevicePreparedTable(kernels::DeviceBuffer<std::byte> rows) : rows(std::move(rows)) {}
+  DevicePreparedTable(const GpuStore* maker, kernels::DeviceBuffer<std::byte> rows)
+      : PreparedTable(maker), rows(std::move(rows)) {}
   kernels::DeviceBuffer<std::byte> rows;
 };
 
 class TieredPreparedTable final : public PreparedTable {
  public:
-  explicit TieredPreparedTable(std::unique_ptr<PinnedHostRows> rows) : rows(std::move(rows)) {}
+  TieredPreparedTable(const GpuStore* maker, std::unique_ptr<PinnedHostRows> rows)
+      : PreparedTable(maker), rows(std::move(rows)) {}
   std::unique_ptr<PinnedHostRows> rows;
 };
 
@@ -428,7 +430,7 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const Tabl
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
   if (host_tier_ != nullptr) {
     ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostRows> rows, host_tier_->ReadVersion(source));
-    return std::make_unique<TieredPreparedTable>(std::move(rows));
+    return std::make_unique<TieredPreparedTable>(this, std::move(rows));
   }
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   size_t free_bytes = 0;
@@ -446,19 +448,20 @@ absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const Tabl
                                  std::thread::hardware_concurrency());
   ASSIGN_OR_RETURN(LoadStats stats, UploadTable(source, plan, rows.data(), check_, options_.clock));
   (void)stats;
-  return std::make_unique<DevicePreparedTable>(std::move(rows));
+  return std::make_unique<DevicePreparedTable>(this, std::move(rows));
 }
 
-void GpuStore::SwapTable(PreparedTable& table) {
-  if (host_tier_ != nullptr) {
-    if (absl::Status s = host_tier_->Swap(dynamic_cast<TieredPreparedTable&>(table).rows);
-        !s.ok()) {
-      // Only a CUDA failure emptying the cache, which `check_` has reported (a lost device).
-      LogError("table '", info().name, "': ", s.message());
-    }
-    return;
+absl::Status GpuStore::SwapTable(PreparedTable& table) {
+  if (table.maker() != this) {
+    return absl::InternalError("SwapTable: a table prepared by another store");
   }
-  std::swap(d_table_, dynamic_cast<DevicePreparedTable&>(table).rows);
+  if (host_tier_ != nullptr) {
+    // Fails only on a CUDA failure emptying the cache, which `check_` has reported (a lost
+    // device).
+    return host_tier_->Swap(MadeBy<TieredPreparedTable>(this, table)->rows);
+  }
+  std::swap(d_table_, MadeBy<DevicePreparedTable>(this, table)->rows);
+  return absl::OkStatus();
 }
 
 std::optional<CacheStats> GpuStore::cache_stats() const {

@@ -75,7 +75,7 @@ class GpuStore final : public EmbeddingStore {
   // A prepared table is the version uploaded into a second device buffer (as Create uploads);
   // the swap exchanges the buffers.
   absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
-  void SwapTable(PreparedTable& table) override;
+  absl::Status SwapTable(PreparedTable& table) override;
 
   // Pinned and device memory an update's rows pass through, with the stream that copies them;
   // kept for reuse once an update is written (a few, grown to the largest message).

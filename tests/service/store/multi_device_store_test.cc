@@ -380,7 +380,7 @@ TEST_P(MultiDeviceStoreTest, AnotherVersionSwapsInOnEveryPart) {
     ASSERT_THAT(multi.status(), IsOk());
     auto prepared = (*multi)->PrepareTable(*next);
     ASSERT_THAT(prepared.status(), IsOk());
-    (*multi)->SwapTable(**prepared);
+    ASSERT_THAT((*multi)->SwapTable(**prepared), IsOk());
     auto want = OneDevice(*next);
     for (int i = 0; i < 4; ++i) {
       const std::vector<int64_t> ids = RandomIds(500, 300, rng);

@@ -525,7 +525,7 @@ TEST_F(GpuStoreTest, AVersionSwapsInAndOneThatDoesNotFitBesideIsRefused) {
   }
   auto prepared = (*gpu)->PrepareTable(**next);
   ASSERT_THAT(prepared.status(), IsOk());
-  (*gpu)->SwapTable(**prepared);
+  ASSERT_THAT((*gpu)->SwapTable(**prepared), IsOk());
   prepared->reset();  // the old rows go
   EXPECT_EQ(CompareAllRows(**gpu, **cpu_next, rows), "");
   // Another shape is refused whatever the room.
@@ -944,7 +944,7 @@ TEST_F(GpuStoreTest, HostTierVersionSwapServesTheNewRows) {
   ASSERT_THAT(cpu_next.status(), IsOk());
   auto prepared = (*gpu)->PrepareTable(**next);
   ASSERT_THAT(prepared.status(), IsOk());
-  (*gpu)->SwapTable(**prepared);
+  ASSERT_THAT((*gpu)->SwapTable(**prepared), IsOk());
   prepared->reset();
   EXPECT_EQ(CompareAllRows(**gpu, **cpu_next, kRows), "");
   for (int b = 0; b < 5; ++b) {
