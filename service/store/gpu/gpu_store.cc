@@ -293,7 +293,10 @@ class GpuPreparedRows final : public PreparedRows {
  public:
   GpuPreparedRows(GpuStore* store, std::unique_ptr<GpuStore::StagingBlock> block, int64_t rows,
                   size_t rows_offset)
-      : PreparedRows(store, rows), store(store), block(std::move(block)), rows_offset(rows_offset) {}
+      : PreparedRows(store, rows),
+        store(store),
+        block(std::move(block)),
+        rows_offset(rows_offset) {}
   ~GpuPreparedRows() override { store->ReleaseStaging(std::move(block)); }
 
   GpuStore* const store;
