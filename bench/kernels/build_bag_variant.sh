@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds a variant of libemb_bag_capi.so whose bag kernels are compiled with other tuning macros
-# (kernels/bags/bag_kernel.cuh and bag_launch.cu name them), for bag_benchmark.py to measure beside
+# (kernels/bags/bag_tuning.cuh and bag_launch.cu name them), for bag_benchmark.py to measure beside
 # the default build in one device call.
 #
 #   bench/kernels/build_bag_variant.sh BUILD_DIR OUT.so -DEMB_BAG_MIN_BLOCKS=1 -DEMB_BAG_UNROLL_1=16
