@@ -15,7 +15,8 @@ TableWriter::TableWriter(EmbeddingStore* store, Batcher* batcher, TableMetrics m
       metrics_(metrics),
       options_(options),
       clock_(clock),
-      last_sequence_(options.initial_sequence) {}
+      last_sequence_(options.initial_sequence),
+      thread_([this] { Run(); }) {}
 
 TableWriter::~TableWriter() { Shutdown(); }
 
@@ -29,9 +30,6 @@ absl::Status TableWriter::Submit(Update update) {
         absl::StrCat(queue_.size(), " writes wait for table '", store_->info().name,
                      "''s writer already, its limit (", options_.max_queued,
                      ", behind those being written); retry when one has been answered"));
-  }
-  if (!thread_.joinable()) {
-    thread_ = std::thread([this] { Run(); });
   }
   queue_.push_back(Write{std::move(update), nullptr});
   return absl::OkStatus();

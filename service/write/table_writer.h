@@ -2,7 +2,7 @@
 // writes, in the order they were submitted, the update messages of the admin path and the whole
 // versions the version loader swaps in.
 //
-// Its thread (started with the first write) takes the queued writes, prepares each message's rows
+// Its thread takes the queued writes, prepares each message's rows
 // through the store while batches run (EmbeddingStore::PrepareRows: conversion, staging, the copy
 // to the device), then writes what it prepared at one batch boundary: it pauses the table's
 // batcher (Batcher::PauseBatches: no batch reads the table while it is written), writes each
@@ -72,6 +72,7 @@ class TableWriter {
   };
 
   // `store`, `batcher` (the table's, over `store`), `metrics` and `clock` must outlive the writer.
+  // Starts the writer's thread.
   TableWriter(EmbeddingStore* store, Batcher* batcher, TableMetrics metrics, WriterOptions options,
               Clock* clock = Clock::Real());
   // Calls Shutdown().
@@ -134,8 +135,8 @@ class TableWriter {
   int paused_ ABSL_GUARDED_BY(mu_) = 0;        // WithUpdatesPaused calls running
   std::atomic<int64_t> last_sequence_;         // written by the writer's thread only
   std::atomic<int64_t> updated_rows_{0};
-  std::thread thread_ ABSL_GUARDED_BY(mu_);  // started by the first Submit
   absl::Mutex shutdown_mu_;                  // a second Shutdown() waits for the first
+  std::thread thread_ ABSL_GUARDED_BY(mu_);  // last: it runs Run() on the members above
 };
 
 }  // namespace emb::service
