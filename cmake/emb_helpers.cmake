@@ -11,9 +11,11 @@ endfunction()
 
 # emb_add_test(NAME foo_tests SOURCES a_test.cc b_test.cc DEPS emb::service [GPU] [LABELS ...]
 #              [NO_DISCOVER])
-# A GoogleTest binary run through CTest, one test a process. GPU tests get the label "gpu" (CI
-# runs ctest -LE gpu). NO_DISCOVER leaves the gtest_discover_tests calls to the caller (to label
-# or run some suites differently, with TEST_FILTER).
+# A GoogleTest binary run through CTest, one CTest test per GoogleTest suite ("foo_tests:Suite";
+# `ctest -R Suite`, or the binary's --gtest_filter for one test). A suite's tests share a process:
+# under the sanitizers a process costs a few tenths of a second to start and end, which one test a
+# process paid about 1,100 times a CI run. GPU tests get the label "gpu" (CI runs ctest -LE gpu).
+# NO_DISCOVER leaves the registration to the caller (to label or run some suites differently).
 function(emb_add_test)
   cmake_parse_arguments(T "GPU;NO_DISCOVER" "NAME" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${T_NAME} ${T_SOURCES})
@@ -26,8 +28,26 @@ function(emb_add_test)
     list(APPEND labels gpu)
   endif()
   if(NOT T_NO_DISCOVER)
-    gtest_discover_tests(${T_NAME} PROPERTIES LABELS "${labels}" DISCOVERY_TIMEOUT 60)
+    emb_add_gtest_suites(${T_NAME} ${labels})
   endif()
+endfunction()
+
+# emb_add_gtest_suites(target [label...]): after each build of target, cmake/gtest_suites.cmake
+# lists its suites into a CTest file, which CTest reads (as gtest_discover_tests does per test).
+function(emb_add_gtest_suites target)
+  set(tests_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_suites.cmake)
+  list(JOIN ARGN "," labels)
+  add_custom_command(TARGET ${target} POST_BUILD
+    COMMAND ${CMAKE_COMMAND} -D EXE=$<TARGET_FILE:${target}> -D OUT=${tests_file}
+            -D NAME=${target} -D WORKDIR=${CMAKE_CURRENT_BINARY_DIR} -D LABELS=${labels}
+            -P ${PROJECT_SOURCE_DIR}/cmake/gtest_suites.cmake
+    BYPRODUCTS ${tests_file}
+    VERBATIM)
+  set(include_file ${CMAKE_CURRENT_BINARY_DIR}/${target}_suites_include.cmake)
+  file(WRITE ${include_file}
+       "if(EXISTS [==[${tests_file}]==])\n  include([==[${tests_file}]==])\n"
+       "else()\n  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include_file})
 endfunction()
 
 # emb_expose(target PUBLIC|INTERFACE path...): the project headers that `target`, and every

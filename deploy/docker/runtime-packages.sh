@@ -23,13 +23,24 @@ if [ -n "$missing" ]; then
 fi
 libs=$(echo "$deps" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u)
 [ -n "$libs" ] || { echo "runtime-packages: ldd found no libraries in $*" >&2; exit 1; }
+# One dpkg-query for every path a library may be known by: each call reads every package's file
+# list (a call a path took 40 s of the image build). dpkg knows a file by the path its package
+# ships; with merged /usr that may be /usr/lib/... while ldd says /lib/..., or the symlink's
+# target. It prints "PACKAGE[:ARCH][, PACKAGE...]: PATH" for each path it knows.
+known=$(for lib in $libs; do printf '%s\n%s\n%s\n' "$lib" "/usr$lib" "$(readlink -f "$lib")"; done |
+  sort -u | xargs dpkg-query -S 2>/dev/null | grep -v '^diversion') || true
+# owner_of PATH: the packages dpkg names for PATH, or nothing.
+owner_of() {
+  echo "$known" | awk -v path="$1" '{
+    n = length($0) - length(path) - 1
+    if (n > 0 && substr($0, n) == ": " path) { print substr($0, 1, n - 1); exit }
+  }'
+}
 owners=""
 for lib in $libs; do
-  # dpkg knows a file by the path its package ships; with merged /usr that may be /usr/lib/...
-  # while ldd says /lib/..., or the symlink's target.
   owner=""
   for path in "$lib" "/usr$lib" "$(readlink -f "$lib")"; do
-    owner=$(dpkg-query -S "$path" 2>/dev/null | grep -v '^diversion' | head -n1 | cut -d: -f1) || true
+    owner=$(owner_of "$path")
     [ -n "$owner" ] && break
   done
   if [ -z "$owner" ] && [ -n "$copy_dir" ]; then
@@ -46,5 +57,6 @@ for lib in $libs; do
   [ -n "$owner" ] || { echo "runtime-packages: no package owns $lib" >&2; exit 1; }
   owners="$owners,$owner"
 done
-# dpkg-query -S names several packages for a file some share, separated by ", ".
-echo "$owners" | tr ',' '\n' | sed 's/^ *//' | grep -v '^$' | sort -u
+# dpkg-query -S names several packages for a file some share, separated by ", ", each maybe
+# with its architecture (libc6:amd64).
+echo "$owners" | tr ',' '\n' | sed 's/^ *//; s/:.*//' | grep -v '^$' | sort -u
