@@ -89,7 +89,8 @@ class ReferenceService final : public pb::EmbeddingService::CallbackService {
       return grpc::Status(grpc::StatusCode::NOT_FOUND,
                           absl::StrCat("no table \"", request.table(), "\""));
     }
-    const RequestTable table{config_.table_name, config_.rows, config_.dim, DataType::kFloat32};
+    const RequestTable table{config_.table_name, RowRange::Whole(config_.rows), config_.dim,
+                             DataType::kFloat32};
     absl::string_view reject_reason;
     const absl::StatusOr<DataType> dtype = ValidateLookUpRequest(
         request, table, kMaxRequestIds, config_.max_answer_bytes, &reject_reason);

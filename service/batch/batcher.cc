@@ -242,13 +242,8 @@ void Batcher::Dispatch(std::vector<Entry> entries) {
       AddBags(r, *batch);
     }
     batch->ids.insert(batch->ids.end(), r.ids.begin(), r.ids.end());
-    // A shard's store holds its rows from 0: its global ids (checked to be its own) moved down.
-    if (const int64_t first_row = store_->info().first_row; first_row != 0) {
-      for (auto id = batch->ids.end() - static_cast<std::ptrdiff_t>(r.ids.size());
-           id != batch->ids.end(); ++id) {
-        *id -= first_row;
-      }
-    }
+    // The store's rows for the caller's ids (checked to be the store's own).
+    store_->info().ids.ToLocal(absl::MakeSpan(batch->ids).last(r.ids.size()));
     batch->answer_rows += r.answer_rows();
     *r.out = answer_pool_->Acquire(r.answer_rows() * row_bytes);
     batch->outs.push_back(

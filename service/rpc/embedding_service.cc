@@ -354,8 +354,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
       info->set_shard_index(table.shard->index);
       info->set_shard_count(table.shard->count);
     }
-    info->set_first_row(table.first_row);
-    info->set_whole_rows(table.whole_rows);
+    info->set_first_row(table.ids.first());
+    info->set_whole_rows(table.ids.whole());
     switch (table.placement) {
       case Placement::kOneDevice:
         break;
@@ -369,8 +369,8 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerC
     for (const DevicePart& part : table.parts) {
       embedding::v1::DevicePart* p = info->add_parts();
       p->set_device(part.device);
-      p->set_first_row(part.first_row);
-      p->set_rows(part.rows);
+      p->set_first_row(part.ids.first());
+      p->set_rows(part.ids.count());
       p->set_device_bytes(static_cast<int64_t>(part.device_bytes));
       p->set_host_tier(part.host_tier);
     }

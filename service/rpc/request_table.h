@@ -9,11 +9,9 @@ namespace emb::service {
 
 inline RequestTable RequestTableOf(const TableInfo& info) {
   return RequestTable{info.name,
-                      info.rows,
+                      info.ids,
                       info.dim,
                       info.dtype,
-                      info.first_row,
-                      info.whole_rows,
                       info.shard.has_value() ? info.shard->index : 0,
                       info.shard.has_value() ? info.shard->count : 0};
 }

@@ -17,13 +17,12 @@ namespace emb::service {
 
 namespace {
 
-// OK when every id is in [first_row, first_row + rows) (a whole table's first_row is 0); else the
-// first that is not, named as LookUp names it.
+// OK when the table holds every id; else the first that it does not, named as LookUp names it.
 absl::Status CheckIds(const google::protobuf::RepeatedField<int64_t>& ids,
                       const RequestTable& table, absl::string_view* reject_reason) {
   for (int i = 0; i < ids.size(); ++i) {
     const int64_t id = ids.Get(i);
-    if (id >= table.first_row && id - table.first_row < table.rows) {
+    if (table.ids.Contains(id)) {
       continue;
     }
     if (id < 0) {
@@ -32,15 +31,15 @@ absl::Status CheckIds(const google::protobuf::RepeatedField<int64_t>& ids,
     }
     *reject_reason = kRejectOutOfRange;
     if (table.shard_count > 0) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "ids[", i, "] = ", id, " is outside shard ", table.shard_index, "/", table.shard_count,
-          " of table '", table.name, "', which holds rows ", table.first_row, "..",
-          table.first_row + table.rows - 1, " of ", table.whole_rows,
-          (id < table.whole_rows ? " (another shard holds it)" : "")));
+      return absl::OutOfRangeError(
+          absl::StrCat("ids[", i, "] = ", id, " is outside shard ", table.shard_index, "/",
+                       table.shard_count, " of table '", table.name, "', which holds rows ",
+                       table.ids.first(), "..", table.ids.last(), " of ", table.ids.whole(),
+                       (id < table.ids.whole() ? " (another shard holds it)" : "")));
     }
     return absl::OutOfRangeError(absl::StrCat("ids[", i, "] = ", id, " is out of range for table '",
-                                              table.name, "' with ", table.rows,
-                                              " rows (valid: 0..", table.rows - 1, ")"));
+                                              table.name, "' with ", table.ids.count(),
+                                              " rows (valid: 0..", table.ids.last(), ")"));
   }
   return absl::OkStatus();
 }

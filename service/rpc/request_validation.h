@@ -13,6 +13,7 @@
 #include "embedding/v1/embedding_admin.pb.h"
 #include "embedding/v1/embedding_service.pb.h"
 #include "kernels/data_type.h"
+#include "service/ids/row_range.h"
 
 namespace emb::service {
 
@@ -38,13 +39,10 @@ inline constexpr absl::string_view kRejectWouldBeLate = "would_be_late";
 // What a request is checked against: the table it names.
 struct RequestTable {
   absl::string_view name;  // for messages
-  int64_t rows = 0;
+  RowRange ids = {};       // the valid ids (TableInfo::ids)
   int64_t dim = 0;
   DataType dtype = DataType::kFloat32;  // the table's type (a quantized table answers float32)
-  // Shard shard_index of shard_count (0: the whole table): the valid ids are [first_row,
-  // first_row + rows) of whole_rows (TableInfo).
-  int64_t first_row = 0;
-  int64_t whole_rows = 0;
+  // Shard shard_index of shard_count; 0: the whole table.
   int shard_index = 0;
   int shard_count = 0;
 };

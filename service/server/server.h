@@ -130,7 +130,7 @@ class EmbeddingServer {
     std::unique_ptr<TableSource> source;
     size_t gpu_budget_bytes = 0;   // TableSpec::gpu_budget_bytes; 0: none of its own
     std::string hot_ids_path;      // TableSpec::hot_ids_path
-    std::vector<int64_t> hot_ids;  // read from hot_ids_path, checked against the table's rows
+    std::vector<int64_t> hot_ids;  // read from hot_ids_path: global ids of the whole table
     std::string placement;         // TableSpec::placement; empty: ServerConfig::placement
     std::string devices_option;    // TableSpec::devices; empty: ServerConfig::device
     std::vector<Device> devices;   // where the table goes: devices_option's, or --device's

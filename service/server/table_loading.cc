@@ -144,21 +144,14 @@ absl::StatusOr<std::vector<EmbeddingServer::OpenedTable>> EmbeddingServer::OpenT
     }
     if (!spec.hot_ids_path.empty()) {
       absl::StatusOr<std::vector<int64_t>> ids =
-          ReadHotIds(spec.hot_ids_path, table.source->whole_rows());
+          ReadHotIds(spec.hot_ids_path, table.source->ids().whole());
       if (!ids.ok()) {
         // The message starts with the file's path.
         return absl::Status(
             ids.status().code(),
             absl::StrCat("table '", spec.name, "': hot_ids=", ids.status().message()));
       }
-      // The ids are global: a shard keeps its own, counted from its first row.
-      const int64_t first = table.source->first_row();
-      const int64_t rows = table.source->rows();
-      for (const int64_t id : *ids) {
-        if (id >= first && id - first < rows) {
-          table.hot_ids.push_back(id - first);
-        }
-      }
+      table.hot_ids = *std::move(ids);
     }
     tables.push_back(std::move(table));
   }
@@ -250,14 +243,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
           part_options.gpu_budget_bytes =
               t.gpu_budget_bytes > 0 ? std::min(t.gpu_budget_bytes, budget) : budget;
         }
-        // The hot ids of the part's rows, counted from its first.
-        const int64_t first = part.first_row() - source.first_row();
-        part_options.hot_ids.clear();
-        for (const int64_t id : t.hot_ids) {
-          if (id >= first && id - first < part.rows()) {
-            part_options.hot_ids.push_back(id - first);
-          }
-        }
+        part_options.hot_ids = part.ids().LocalRowsOf(t.hot_ids);
       } else if (t.gpu_budget_bytes > 0 || !t.hot_ids_path.empty()) {
         LogInfo("table '", source.name(), "': gpu_budget= and hot_ids= are checked but have no ",
                 "effect on ", device.name(), ": the CPU store serves the table from host memory");
@@ -316,8 +302,8 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
         source.name(), source.rows(), source.dim(),
         source.shard().has_value()
             ? absl::StrFormat(" (shard %d/%d: rows %d..%d of %d)", source.shard()->index,
-                              source.shard()->count, source.first_row(),
-                              source.first_row() + source.rows() - 1, source.whole_rows())
+                              source.shard()->count, source.ids().first(), source.ids().last(),
+                              source.ids().whole())
             : "",
         DataTypeName(source.dtype()),
         source.stored_dtype() != source.dtype()
@@ -332,8 +318,7 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
     for (size_t k = 0; k < table.parts.size(); ++k) {
       const DevicePart& part = table.parts[k];
       LogInfo(absl::StrFormat("table '%s' part %d on %s: rows %d..%d, %s, %d bytes of GPU memory",
-                              table.name, k, part.device, part.first_row,
-                              part.first_row + part.rows - 1,
+                              table.name, k, part.device, part.ids.first(), part.ids.last(),
                               part.host_tier         ? "in pinned host memory with a GPU cache"
                               : part.device == "cpu" ? "in host memory"
                                                      : "on the device",

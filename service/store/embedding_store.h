@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/ids/row_range.h"
 #include "service/tables/table_source.h"
 
 namespace emb::service {
@@ -47,9 +48,8 @@ const char* PlacementName(Placement placement);
 
 // One device's part of a table on several devices.
 struct DevicePart {
-  std::string device;     // "cpu" or "cuda:N"
-  int64_t first_row = 0;  // the part's rows: [first_row, first_row + rows), global ids
-  int64_t rows = 0;
+  std::string device;       // "cpu" or "cuda:N"
+  RowRange ids = {};        // the part's rows, by their global ids
   size_t device_bytes = 0;  // GPU memory the part took (0 on the CPU)
   bool host_tier = false;   // the part's rows in host memory with a GPU cache
 };
@@ -68,11 +68,9 @@ struct TableInfo {
   // GPU memory the store took (its rows or its cache and slots, and its batch buffers); 0 on the
   // CPU.
   size_t device_bytes = 0;
-  // A shard of a table (--shard, or the table's shard= option) holds rows [first_row, first_row +
-  // rows) of whole_rows, and answers those ids only (ids stay global); otherwise first_row is 0,
-  // whole_rows is rows and shard is nullopt.
-  int64_t first_row = 0;
-  int64_t whole_rows = 0;
+  // The ids the store answers, and their rows in it (ids.count() is rows): the whole table's, or
+  // a shard's (--shard, or the table's shard= option; shard is nullopt for a whole table).
+  RowRange ids = {};
   std::optional<ShardSpec> shard = std::nullopt;
   // A table on several devices: how, and each device's part (device above lists them all, and
   // device_bytes, host_tier and cache_rows are their totals); empty on one device.
@@ -84,8 +82,7 @@ struct TableInfo {
   // A store's info before placement: the source's name, rows, shape and shard, on `device`.
   static TableInfo Of(const TableSource& source, std::string device) {
     TableInfo info{source.name(), source.rows(), source.dim(), source.dtype(), std::move(device)};
-    info.first_row = source.first_row();
-    info.whole_rows = source.whole_rows();
+    info.ids = source.ids();
     info.shard = source.shard();
     return info;
   }

@@ -96,7 +96,6 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
   TableInfo info = TableInfo::Of(source, absl::StrJoin(devices, ","));
   info.placement = placement;
   std::vector<std::unique_ptr<Part>> parts;
-  const int64_t block_rows = (source.rows() + n - 1) / n;
   int64_t max_batch_ids = 0;
   for (int k = 0; k < n; ++k) {
     std::unique_ptr<EmbeddingStore> store;
@@ -107,7 +106,7 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
       ASSIGN_OR_RETURN(store, make_part(*slice, k));
     }
     const TableInfo& p = store->info();
-    info.parts.push_back(DevicePart{devices[k], p.first_row, p.rows, p.device_bytes, p.host_tier});
+    info.parts.push_back(DevicePart{devices[k], p.ids, p.device_bytes, p.host_tier});
     info.device_bytes += p.device_bytes;
     info.host_tier = info.host_tier || p.host_tier;
     info.cache_rows += p.cache_rows;
@@ -115,22 +114,22 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
         k == 0 ? store->max_batch_ids() : std::min(max_batch_ids, store->max_batch_ids());
     auto part = std::make_unique<Part>();
     part->store = std::move(store);
-    part->first = placement == Placement::kRowSharded ? k * block_rows : 0;
+    const RowRange all = RowRange::Whole(source.rows());
+    part->rows = placement == Placement::kRowSharded ? all.Block(k, n) : all;
     parts.push_back(std::move(part));
   }
   return std::unique_ptr<MultiDeviceStore>(
-      new MultiDeviceStore(std::move(info), max_batch_ids, std::move(parts),
-                           placement == Placement::kRowSharded ? block_rows : source.rows()));
+      new MultiDeviceStore(std::move(info), max_batch_ids, std::move(parts)));
 }
 
 MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
-                                   std::vector<std::unique_ptr<Part>> parts, int64_t block_rows)
-    : EmbeddingStore(std::move(info), max_batch_ids),
-      parts_(std::move(parts)),
-      block_rows_(block_rows) {}
+                                   std::vector<std::unique_ptr<Part>> parts)
+    : EmbeddingStore(std::move(info), max_batch_ids), parts_(std::move(parts)) {}
 
 int MultiDeviceStore::OwnerOf(int64_t id) const {
-  return info().placement == Placement::kRowSharded ? static_cast<int>(id / block_rows_) : 0;
+  return info().placement == Placement::kRowSharded
+             ? RowRange::Whole(info().rows).BlockOf(id, static_cast<int>(parts_.size()))
+             : 0;
 }
 
 int MultiDeviceStore::max_inflight_batches() const {
@@ -214,7 +213,7 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
     const int64_t id = batch.ids[i];
     const int k = OwnerOf(id);
     s.place[i] = static_cast<uint32_t>(s.ids[k].size());
-    s.ids[k].push_back(id - parts_[k]->first);
+    s.ids[k].push_back(parts_[k]->rows.ToLocal(id));
   }
   int started = 0;
   for (size_t k = 0; k < n; ++k) {
@@ -334,7 +333,7 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> MultiDeviceStore::PrepareRows(
     std::vector<std::vector<std::byte>> part_rows(n);
     for (size_t i = 0; i < ids.size(); ++i) {
       const int k = OwnerOf(ids[i]);
-      part_ids[k].push_back(ids[i] - parts_[k]->first);
+      part_ids[k].push_back(parts_[k]->rows.ToLocal(ids[i]));
       part_rows[k].insert(part_rows[k].end(), rows.begin() + i * row_bytes,
                           rows.begin() + (i + 1) * row_bytes);
     }
@@ -371,7 +370,7 @@ absl::Status MultiDeviceStore::ReadRows(size_t offset, absl::Span<std::byte> out
   const size_t row_bytes = RowBytes(info().dtype, info().dim);
   size_t done = 0;
   for (const auto& part : parts_) {
-    const size_t begin = static_cast<size_t>(part->first) * row_bytes;
+    const size_t begin = static_cast<size_t>(part->rows.first()) * row_bytes;
     const size_t end = begin + part->store->info().bytes();
     const size_t from = std::max(begin, offset + done);
     const size_t to = std::min(end, offset + out.size());

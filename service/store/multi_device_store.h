@@ -46,7 +46,7 @@ class MultiDeviceStore final : public EmbeddingStore {
 
   // Set before the first LookUp.
   void set_part_observer(PartObserver observer) { observer_ = std::move(observer); }
-  // The part that holds `id` (the table's own ids, from 0) for rows; 0 for replicas.
+  // The part that holds `id` (a row of this store, from 0) for rows; 0 for replicas.
   int OwnerOf(int64_t id) const;
 
   using EmbeddingStore::LookUp;
@@ -69,13 +69,12 @@ class MultiDeviceStore final : public EmbeddingStore {
  private:
   struct Part {
     std::unique_ptr<EmbeddingStore> store;
-    int64_t first = 0;             // its first row, of the table's own ids (rows)
+    RowRange rows;                 // its rows, as this store's rows (its block of them, or all)
     std::atomic<int> inflight{0};  // batches given and not yet done (replicas)
   };
   struct ShardedBatch;
 
-  MultiDeviceStore(TableInfo info, int64_t max_batch_ids, std::vector<std::unique_ptr<Part>> parts,
-                   int64_t block_rows);
+  MultiDeviceStore(TableInfo info, int64_t max_batch_ids, std::vector<std::unique_ptr<Part>> parts);
 
   void LookUpReplicated(const LookUpBatch& batch, Done done);
   void LookUpSharded(const LookUpBatch& batch, Done done);
@@ -83,7 +82,6 @@ class MultiDeviceStore final : public EmbeddingStore {
   void Assemble(ShardedBatch& batch) const;
 
   const std::vector<std::unique_ptr<Part>> parts_;
-  const int64_t block_rows_;       // rows: a part's rows (the last may hold fewer)
   std::atomic<uint32_t> next_{0};  // replicas: where the search for the least busy starts
   PartObserver observer_;
 };

@@ -66,7 +66,7 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Open(const TableSpec& 
                                }));
   source->name_ = spec.name;
   source->origin_ = spec.tensor.empty() ? path : absl::StrCat(path, "#", spec.tensor);
-  source->rows_ = layout.rows;
+  source->ids_ = RowRange::Whole(layout.rows);
   source->dim_ = layout.dim;
   source->dtype_ = layout.dtype;
   source->stored_dtype_ = layout.dtype;
@@ -90,8 +90,7 @@ std::unique_ptr<TableSource> TableSource::Demo(std::string name, int64_t rows, i
   auto source = std::unique_ptr<TableSource>(new TableSource());
   source->name_ = std::move(name);
   source->origin_ = absl::StrCat("demo(seed=", seed, ")");
-  source->rows_ = rows;
-  source->whole_rows_ = rows;
+  source->ids_ = RowRange::Whole(rows);
   source->dim_ = dim;
   source->dtype_ = DataType::kFloat32;
   source->demo_seed_ = seed;
@@ -107,27 +106,25 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::DemoShard(std::string 
 }
 
 absl::Status TableSource::SetShard(std::optional<ShardSpec> shard) {
-  whole_rows_ = rows_;
   shard_ = shard;
   if (!shard.has_value()) {
     return absl::OkStatus();
   }
-  first_row_ = shard->FirstRow(whole_rows_);
-  rows_ = shard->Rows(whole_rows_);
-  if (rows_ == 0) {
+  const RowRange whole = ids_;
+  ids_ = shard->Of(whole.whole());
+  if (ids_.count() == 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", shard->index, "/", shard->count, " of table '", name_, "' (",
-                     origin_, ") holds no rows: ", whole_rows_, " rows split into ", shard->count,
-                     " blocks of ", shard->BlockRows(whole_rows_), " leave none for it"));
+                     origin_, ") holds no rows: ", whole.whole(), " rows split into ", shard->count,
+                     " blocks of ", whole.BlockRows(shard->count), " leave none for it"));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Slice(int index, int count) const {
-  const ShardSpec block{index, count};
-  if (count < 1 || index < 0 || index >= count || block.Rows(rows_) == 0) {
+  if (count < 1 || index < 0 || index >= count || ids_.Block(index, count).count() == 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("table '", name_, "' (", rows_, " rows) cannot be split into ", count,
+        absl::StrCat("table '", name_, "' (", rows(), " rows) cannot be split into ", count,
                      " blocks: block ", index, " would hold no rows"));
   }
   auto slice = std::unique_ptr<TableSource>(new TableSource());
@@ -140,9 +137,7 @@ absl::StatusOr<std::unique_ptr<TableSource>> TableSource::Slice(int index, int c
   }
   slice->name_ = name_;
   slice->origin_ = origin_;
-  slice->rows_ = block.Rows(rows_);
-  slice->whole_rows_ = whole_rows_;
-  slice->first_row_ = first_row_ + block.FirstRow(rows_);
+  slice->ids_ = ids_.Block(index, count);
   slice->shard_ = shard_;
   slice->dim_ = dim_;
   slice->dtype_ = dtype_;
@@ -181,7 +176,7 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
   RETURN_IF_ERROR(ReadStored(first * stored_row, absl::MakeSpan(stored)));
   if (absl::Status s =
           EncodeRows(stored.data(), stored_dtype_, static_cast<int64_t>(last - first), dim_, dtype_,
-                     quantized.data(), first_row_ + static_cast<int64_t>(first));
+                     quantized.data(), ids_.first() + static_cast<int64_t>(first));
       !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(origin_, ": cannot be quantized to ",
                                                    DataTypeName(dtype_), ": ", s.message()));
@@ -191,7 +186,8 @@ absl::Status TableSource::Read(size_t offset, absl::Span<std::byte> dst) const {
 }
 
 absl::Status TableSource::ReadStored(size_t offset, absl::Span<std::byte> dst) const {
-  offset += static_cast<size_t>(first_row_) * RowBytes(stored_dtype_, dim_);  // in the whole table
+  offset +=
+      static_cast<size_t>(ids_.first()) * RowBytes(stored_dtype_, dim_);  // in the whole table
   if (fd_ >= 0) {
     return PreadAll(fd_, data_offset_ + offset, dst, origin_);
   }
@@ -212,8 +208,8 @@ void TableSource::AdviseSequential() const {
   if (fd_ >= 0) {
     const size_t stored_row = RowBytes(stored_dtype_, dim_);
     (void)posix_fadvise(
-        fd_, static_cast<off_t>(data_offset_ + static_cast<size_t>(first_row_) * stored_row),
-        static_cast<off_t>(static_cast<size_t>(rows_) * stored_row), POSIX_FADV_SEQUENTIAL);
+        fd_, static_cast<off_t>(data_offset_ + static_cast<size_t>(ids_.first()) * stored_row),
+        static_cast<off_t>(static_cast<size_t>(rows()) * stored_row), POSIX_FADV_SEQUENTIAL);
   }
 }
 

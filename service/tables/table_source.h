@@ -17,6 +17,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "kernels/data_type.h"
+#include "service/ids/row_range.h"
 #include "service/tables/host_rows.h"
 #include "service/tables/table_layout.h"
 #include "service/tables/table_spec.h"
@@ -40,9 +41,8 @@ class TableSource {
                                                                 int64_t dim, uint64_t seed,
                                                                 ShardSpec shard);
 
-  // Block `index` of `count` of this source's rows (ShardSpec's arithmetic over rows()): the
-  // same file (its own descriptor), the rows from first_row() + the block's first; shard() and
-  // whole_rows() as this source's. A table on several devices loads one on each
+  // Block `index` of `count` of this source's rows (ids().Block): the same file (its own
+  // descriptor) and shard() as this source's. A table on several devices loads one on each
   // (MultiDeviceStore). INVALID_ARGUMENT for a block with no rows; INTERNAL if the file cannot
   // be opened again.
   absl::StatusOr<std::unique_ptr<TableSource>> Slice(int index, int count) const;
@@ -52,11 +52,9 @@ class TableSource {
   TableSource& operator=(const TableSource&) = delete;
 
   const std::string& name() const { return name_; }
-  // The rows this source reads: the whole table's, or its shard's (first_row() on).
-  int64_t rows() const { return rows_; }
-  // The whole table's rows, and where this source's rows start in it (0 unless sharded).
-  int64_t whole_rows() const { return whole_rows_; }
-  int64_t first_row() const { return first_row_; }
+  // The rows this source reads: the whole table's, or its shard's or block's, by their global ids.
+  const RowRange& ids() const { return ids_; }
+  int64_t rows() const { return ids_.count(); }
   // The shard the spec asked for; nullopt: the whole table.
   const std::optional<ShardSpec>& shard() const { return shard_; }
   int64_t dim() const { return dim_; }
@@ -65,7 +63,7 @@ class TableSource {
   // The file's own type (dtype() unless the rows are quantized as they load).
   DataType stored_dtype() const { return stored_dtype_; }
   size_t row_bytes() const { return RowBytes(dtype_, dim_); }
-  size_t bytes() const { return static_cast<size_t>(rows_) * row_bytes(); }
+  size_t bytes() const { return static_cast<size_t>(rows()) * row_bytes(); }
   // The file (with #tensor) or "demo(seed=N)", for logs.
   const std::string& origin() const { return origin_; }
   // The last update sequence applied to the rows (a saved version's metadata), else 0.
@@ -82,7 +80,7 @@ class TableSource {
   }
 
   // Copies data bytes [offset, offset + dst.size()) of the rows as served (of this source's rows:
-  // offset 0 is first_row()'s first byte) (quantized as they are
+  // offset 0 is ids().first()'s first byte) (quantized as they are
   // read, where the spec asks) into dst. INTERNAL on a read error; INVALID_ARGUMENT (naming the
   // file and row) for a row that cannot be quantized.
   absl::Status Read(size_t offset, absl::Span<std::byte> dst) const;
@@ -105,9 +103,7 @@ class TableSource {
 
   std::string name_;
   std::string origin_;
-  int64_t rows_ = 0;
-  int64_t whole_rows_ = 0;
-  int64_t first_row_ = 0;
+  RowRange ids_;
   std::optional<ShardSpec> shard_;
   int64_t dim_ = 0;
   DataType dtype_ = DataType::kFloat32;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "kernels/data_type.h"
+#include "service/ids/row_range.h"
 
 namespace emb::service {
 
@@ -23,15 +24,9 @@ struct ShardSpec {
   int index = 0;
   int count = 1;
 
-  // The rows per block of a table of `rows` rows, and the first row and the number of rows of this
-  // shard's block (0 rows for a shard past the end: more shards than the table has rows).
-  int64_t BlockRows(int64_t rows) const { return (rows + count - 1) / count; }
-  int64_t FirstRow(int64_t rows) const {
-    return std::min(rows, static_cast<int64_t>(index) * BlockRows(rows));
-  }
-  int64_t Rows(int64_t rows) const {
-    return std::min(rows, FirstRow(rows) + BlockRows(rows)) - FirstRow(rows);
-  }
+  // This shard's block of a table of `whole_rows` rows (empty for a shard past the end: more
+  // shards than the table has rows).
+  RowRange Of(int64_t whole_rows) const { return RowRange::Whole(whole_rows).Block(index, count); }
   bool operator==(const ShardSpec& o) const { return index == o.index && count == o.count; }
 };
 

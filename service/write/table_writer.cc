@@ -147,12 +147,9 @@ void TableWriter::Run() {
 bool TableWriter::Prepare(Write& w) {
   const Update& u = w.update;
   absl::Span<const int64_t> ids = u.ids;
-  std::vector<int64_t> local_ids;  // a shard's store holds its rows from 0
-  if (const int64_t first_row = store_->info().first_row; first_row != 0) {
-    local_ids.reserve(ids.size());
-    for (const int64_t id : ids) {
-      local_ids.push_back(id - first_row);
-    }
+  // The store's rows for the ids (checked to be the store's own), where they differ.
+  const std::vector<int64_t> local_ids = store_->info().ids.ToLocalCopy(ids);
+  if (!local_ids.empty()) {
     ids = local_ids;
   }
   absl::StatusOr<std::unique_ptr<PreparedRows>> prepared =

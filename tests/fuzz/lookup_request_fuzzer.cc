@@ -19,6 +19,7 @@ namespace {
 
 using emb::DataType;
 using emb::service::RequestTable;
+using emb::service::RowRange;
 
 constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
 
@@ -46,7 +47,7 @@ void Check(const embedding::v1::LookUpRequest& request, const RequestTable& tabl
   }
   FUZZ_CHECK(n <= max_request_ids);
   for (int64_t id : request.ids()) {
-    FUZZ_CHECK(id >= 0 && id < table.rows);
+    FUZZ_CHECK(table.ids.Contains(id));
   }
   FUZZ_CHECK(emb::IsValueType(type->out_type));
   FUZZ_CHECK(type->answer_rows <= max_request_ids);
@@ -78,12 +79,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!request.ParseFromArray(data, static_cast<int>(size))) {
     return 0;  // the server answers INVALID_ARGUMENT before validation
   }
-  // Tables a header check accepts, from a typical one to the largest dims and rows.
+  // Tables a header check accepts, from a typical one to the largest dims and rows, and a shard.
   const RequestTable tables[] = {
-      {"demo", 100000, 128, DataType::kFloat32},
-      {"one", 1, 1, DataType::kBFloat16},
-      {"wide", 1, int64_t{1} << 60, DataType::kFloat32},
-      {"tall", kMax / 2, 1, DataType::kFloat16},
+      {"demo", RowRange::Whole(100000), 128, DataType::kFloat32},
+      {"one", RowRange::Whole(1), 1, DataType::kBFloat16},
+      {"wide", RowRange::Whole(1), int64_t{1} << 60, DataType::kFloat32},
+      {"tall", RowRange::Whole(kMax / 2), 1, DataType::kFloat16},
+      {"shard", RowRange(668, 333, 1001), 8, DataType::kFloat32, 2, 3},
   };
   for (const RequestTable& table : tables) {
     Check(request, table, 65536, int64_t{128} << 20);  // the server's defaults

@@ -46,7 +46,7 @@ compile_with() {  # LIBRARY... : compile $tmp/probe.cc with those libraries' inc
   c++ -std=c++17 -fsyntax-only "${flags[@]}" "$tmp/probe.cc" 2>&1
 }
 for c in "emb_kernels emb_data_type|service/store/embedding_store.h" \
-         "emb_batch emb_store emb_tables emb_metrics emb_common emb_kernels emb_data_type|service/rpc/embedding_service.h" \
+         "emb_batch emb_store emb_tables emb_metrics emb_common emb_ids emb_kernels emb_data_type|service/rpc/embedding_service.h" \
          "emb_client emb_data_type|kernels/cpu_gather.h"; do
   IFS='|' read -r libs include <<<"$c"
   echo "#include \"$include\"" >"$tmp/probe.cc"
@@ -60,6 +60,6 @@ for c in "emb_kernels emb_data_type|service/store/embedding_store.h" \
 done
 # ... while the right way round compiles.
 echo '#include "service/store/embedding_store.h"' >"$tmp/probe.cc"
-compile_with emb_batch emb_store emb_tables emb_metrics emb_common emb_kernels emb_data_type \
+compile_with emb_batch emb_store emb_tables emb_metrics emb_common emb_ids emb_kernels emb_data_type \
   >/dev/null || { echo "FAIL: batch/ cannot include store/" >&2; exit 1; }
 echo "ok: batch/ includes store/"

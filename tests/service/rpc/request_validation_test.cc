@@ -26,7 +26,7 @@ using ::testing::HasSubstr;
 
 constexpr int64_t kMaxIds = 100;
 constexpr int64_t kMaxBytes = 1 << 20;
-const RequestTable kTable{"t", 10, 4, DataType::kBFloat16};
+const RequestTable kTable{"t", RowRange::Whole(10), 4, DataType::kBFloat16};
 
 LookUpRequest Request(std::initializer_list<int64_t> ids, std::initializer_list<int64_t> shape = {},
                       embedding::v1::DataType dtype = embedding::v1::DATA_TYPE_UNSPECIFIED) {
@@ -109,7 +109,7 @@ TEST(ValidateLookUpRequest, AnswerOverTheLimitIsTooLarge) {
 
 // Found by tests/fuzz/lookup_request_fuzzer (UBSan: signed overflow in ids x dim x 4).
 TEST(ValidateLookUpRequest, AnswerWhoseSizeOverflowsInt64IsTooLarge) {
-  const RequestTable wide{"wide", 1, int64_t{1} << 60, DataType::kFloat32};
+  const RequestTable wide{"wide", RowRange::Whole(1), int64_t{1} << 60, DataType::kFloat32};
   absl::string_view reason;
   EXPECT_THAT(ValidateLookUpRequest(Request({0, 0, 0, 0}), wide, kMaxIds, INT64_MAX, &reason),
               StatusIs(absl::StatusCode::kInvalidArgument,

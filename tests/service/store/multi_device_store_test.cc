@@ -231,11 +231,9 @@ TEST_P(MultiDeviceStoreTest, RowSplitSaysWhereEachPartIs) {
   const TableInfo& info = (*multi)->info();
   ASSERT_EQ(info.parts.size(), 3u);
   // Blocks of ceil(10 / 3) = 4 rows: 0..3, 4..7, 8..9.
-  EXPECT_EQ(info.parts[0].first_row, 0);
-  EXPECT_EQ(info.parts[0].rows, 4);
-  EXPECT_EQ(info.parts[1].first_row, 4);
-  EXPECT_EQ(info.parts[2].first_row, 8);
-  EXPECT_EQ(info.parts[2].rows, 2);
+  EXPECT_EQ(info.parts[0].ids, RowRange(0, 4, 10));
+  EXPECT_EQ(info.parts[1].ids, RowRange(4, 4, 10));
+  EXPECT_EQ(info.parts[2].ids, RowRange(8, 2, 10));
   EXPECT_EQ((*multi)->OwnerOf(3), 0);
   EXPECT_EQ((*multi)->OwnerOf(4), 1);
   EXPECT_EQ((*multi)->OwnerOf(9), 2);

@@ -819,11 +819,11 @@ TEST(ParseShardSpec, TakesKOfN) {
   EXPECT_EQ(shard->index, 2);
   EXPECT_EQ(shard->count, 3);
   // Blocks of ceil(rows / count): 1001 rows split 334, 334, 333.
-  EXPECT_EQ(shard->BlockRows(1001), 334);
-  EXPECT_EQ(shard->FirstRow(1001), 668);
-  EXPECT_EQ(shard->Rows(1001), 333);
+  EXPECT_EQ(RowRange::Whole(1001).BlockRows(3), 334);
+  EXPECT_EQ(shard->Of(1001), RowRange(668, 333, 1001));
+  EXPECT_EQ((ShardSpec{0, 3}).Of(1001), RowRange(0, 334, 1001));
   // More shards than rows: the last ones hold none.
-  EXPECT_EQ((ShardSpec{3, 4}).Rows(3), 0);
+  EXPECT_EQ((ShardSpec{3, 4}).Of(3).count(), 0);
 }
 
 TEST(ParseShardSpec, RejectsWhatIsNotAShardNamingTheFlag) {
@@ -873,9 +873,8 @@ TEST_F(TableSourceTest, AShardReadsOnlyItsRowsOfTheFile) {
       ASSERT_THAT(source, IsOk());
       const int64_t first = 4 * k;
       const int64_t rows = k < 2 ? 4 : 2;
-      EXPECT_EQ((*source)->first_row(), first);
+      EXPECT_EQ((*source)->ids(), RowRange(first, rows, kRows));
       EXPECT_EQ((*source)->rows(), rows);
-      EXPECT_EQ((*source)->whole_rows(), kRows);
       EXPECT_EQ((*source)->bytes(), static_cast<size_t>(rows) * row);
       EXPECT_TRUE(ReadAllBytes(**source) ==
                   whole.substr(static_cast<size_t>(first) * row, static_cast<size_t>(rows) * row))
@@ -888,8 +887,7 @@ TEST(TableSourceDemo, AShardMakesTheWholeTablesRows) {
   auto whole = TableSource::Demo("d", 100, 6, 42);
   auto shard = TableSource::DemoShard("d", 100, 6, 42, ShardSpec{1, 3});
   ASSERT_THAT(shard, IsOk());
-  EXPECT_EQ((*shard)->first_row(), 34);
-  EXPECT_EQ((*shard)->rows(), 34);
+  EXPECT_EQ((*shard)->ids(), RowRange(34, 34, 100));
   const size_t row = 6 * sizeof(float);
   EXPECT_TRUE(ReadAllBytes(**shard) == ReadAllBytes(*whole).substr(34 * row, 34 * row));
   EXPECT_THAT(TableSource::DemoShard("d", 3, 6, 42, ShardSpec{3, 4}),
