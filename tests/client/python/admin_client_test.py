@@ -1,4 +1,4 @@
-"""The Python admin client (client/python/embedding_client.py) against an in-process gRPC server
+"""The Python admin client (client/python/embedding_client/) against an in-process gRPC server
 that keeps the UpdateRows contract of embedding_admin.proto on a small float32 table (one
 message at a time, in order, one ack each; the first bad message ends the stream with a status
 and applies nothing), SaveTable (each version keeps the rows and the sequence saved) and

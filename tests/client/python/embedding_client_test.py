@@ -1,4 +1,4 @@
-"""The Python lookup client (client/python/embedding_client.py) against an in-process gRPC server
+"""The Python lookup client (client/python/embedding_client/) against an in-process gRPC server
 that records each LookUpRequest: pooled lookups send pooling, offsets, lengths and weights as
 given (NumPy arrays or lists) and come back in the server's shape; bad pooling arguments are
 ValueErrors before anything is sent; list_tables names quantized types and reports bytes, and

@@ -1,4 +1,4 @@
-"""ShardedClient (client/python/embedding_client.py) against real servers: the whole demo table
+"""ShardedClient (client/python/embedding_client/) against real servers: the whole demo table
 at argv[1], its three shards at argv[2] (comma-separated, shard 0 first), and shard 1's pid at
 argv[3], which this kills for the failure case; or, as "versions T0,T1", two shards serving
 different versions of table 't'. Exits non-zero on any mismatch."""
