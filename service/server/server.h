@@ -1,8 +1,9 @@
 // EmbeddingServer: the whole service. Checks every table file, opens the gRPC and metrics ports
 // (health NOT_SERVING), loads each table onto its device, then serves (health SERVING).
 // SetNotServing() and Shutdown() implement the SIGTERM sequence. The server owns the state that
-// sequence reads (ActiveCalls, kept by the call interceptor) apart from the metrics, and one
-// AnswerBufferPool per device, which it hands to that device's batchers. Thread-safe.
+// sequence reads (ActiveCalls, kept by the call interceptor) apart from the metrics, and the one
+// AnswerBufferPool every batcher takes answer memory from (portable pinned memory where any table
+// is on a GPU). Thread-safe.
 #ifndef EMB_SERVICE_SERVER_SERVER_H_
 #define EMB_SERVICE_SERVER_SERVER_H_
 
