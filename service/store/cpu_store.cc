@@ -112,12 +112,7 @@ absl::Status CpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const 
 
 namespace {
 
-class CpuPreparedTable final : public PreparedTable {
- public:
-  CpuPreparedTable(const CpuStore* maker, std::unique_ptr<HugePageRows> rows)
-      : PreparedTable(maker), rows(std::move(rows)) {}
-  std::unique_ptr<HugePageRows> rows;
-};
+using CpuPreparedTable = PreparedTableOf<std::unique_ptr<HugePageRows>>;
 
 }  // namespace
 

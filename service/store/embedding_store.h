@@ -186,6 +186,16 @@ class PreparedTable {
   const EmbeddingStore* const maker_;
 };
 
+// A store's prepared version held as one value of the store's own type (its rows in memory of its
+// kind, or its parts' prepared versions): the subclass most stores make.
+template <typename Rows>
+class PreparedTableOf final : public PreparedTable {
+ public:
+  PreparedTableOf(const EmbeddingStore* maker, Rows rows)
+      : PreparedTable(maker), rows(std::move(rows)) {}
+  Rows rows;
+};
+
 // `prepared` (a PreparedRows or PreparedTable) as the subclass T that `store` makes, or nullptr
 // when another store made it. A store makes one subclass of each (for a given residence), so
 // this is the only check the cast needs.

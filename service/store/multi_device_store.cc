@@ -24,13 +24,8 @@ class MultiPreparedRows final : public PreparedRows {
   std::vector<std::unique_ptr<PreparedRows>> parts;
 };
 
-class MultiPreparedTable final : public PreparedTable {
- public:
-  MultiPreparedTable(const MultiDeviceStore* maker,
-                     std::vector<std::unique_ptr<PreparedTable>> parts)
-      : PreparedTable(maker), parts(std::move(parts)) {}
-  std::vector<std::unique_ptr<PreparedTable>> parts;
-};
+// Each part's prepared version.
+using MultiPreparedTable = PreparedTableOf<std::vector<std::unique_ptr<PreparedTable>>>;
 
 // The later of each stage of two parts that ran side by side; the host's copies add up.
 void Merge(const StageTimes& part, StageTimes& all) {
@@ -410,7 +405,7 @@ absl::Status MultiDeviceStore::SwapTable(PreparedTable& table) {
   // Each part's swap fails only on a lost device (which ends the server): the first such error.
   absl::Status status;
   for (size_t k = 0; k < parts_.size(); ++k) {
-    status.Update(parts_[k]->store->SwapTable(*prepared->parts[k]));
+    status.Update(parts_[k]->store->SwapTable(*prepared->rows[k]));
   }
   return status;
 }

@@ -412,19 +412,9 @@ absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const 
 
 namespace {
 
-class DevicePreparedTable final : public PreparedTable {
- public:
-  DevicePreparedTable(const GpuStore* maker, kernels::DeviceBuffer<std::byte> rows)
-      : PreparedTable(maker), rows(std::move(rows)) {}
-  kernels::DeviceBuffer<std::byte> rows;
-};
-
-class TieredPreparedTable final : public PreparedTable {
- public:
-  TieredPreparedTable(const GpuStore* maker, std::unique_ptr<PinnedHostRows> rows)
-      : PreparedTable(maker), rows(std::move(rows)) {}
-  std::unique_ptr<PinnedHostRows> rows;
-};
+// The next version's rows: in device memory, or pinned host memory for a host tier.
+using DevicePreparedTable = PreparedTableOf<kernels::DeviceBuffer<std::byte>>;
+using TieredPreparedTable = PreparedTableOf<std::unique_ptr<PinnedHostRows>>;
 
 }  // namespace
 
