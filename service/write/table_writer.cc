@@ -137,6 +137,12 @@ void TableWriter::Run() {
           Apply(*w);
         }
       }
+      // Answered once the batches run again: the rows are visible to every batch from here, and
+      // an answer (gRPC may write it to the socket on this thread) holds no batch back.
+      for (Write* w : ready) {
+        w->prepared.reset();  // its staging memory goes back to the store
+        w->update.done(std::move(w->outcome));
+      }
       absl::MutexLock lock(&mu_);
       writing_ = false;
     }
@@ -166,27 +172,26 @@ void TableWriter::Apply(Write& w) {
   Update& u = w.update;
   if (u.table != nullptr) {
     if (absl::Status s = store_->SwapTable(*u.table); !s.ok()) {
-      u.done(s);
+      w.outcome = s;
       return;
     }
     last_sequence_.store(u.sequence, std::memory_order_release);
     metrics_.update_sequence->Set(static_cast<double>(u.sequence));
-    u.done(int64_t{0});
+    w.outcome = int64_t{0};
     return;
   }
   const int64_t last = last_sequence_.load(std::memory_order_relaxed);
   if (u.sequence <= last) {
-    u.done(absl::FailedPreconditionError(absl::StrCat(
+    w.outcome = absl::FailedPreconditionError(absl::StrCat(
         "sequence ", u.sequence, " for table '", store_->info().name,
-        "' does not increase: the last applied is ", last, "; nothing of this message applied")));
+        "' does not increase: the last applied is ", last, "; nothing of this message applied"));
     return;
   }
   if (absl::Status s = store_->WriteRows(*w.prepared); !s.ok()) {
-    u.done(s);
+    w.outcome = s;
     return;
   }
   const int64_t written = w.prepared->rows();
-  w.prepared.reset();  // its staging memory goes back to the store now
   last_sequence_.store(u.sequence, std::memory_order_release);
   updated_rows_.fetch_add(written, std::memory_order_relaxed);
   metrics_.updated_rows->Increment(static_cast<double>(written));
@@ -194,7 +199,7 @@ void TableWriter::Apply(Write& w) {
   const absl::Time now = clock_->Now();
   metrics_.last_update_time->Set(absl::ToDoubleSeconds(now - absl::UnixEpoch()));
   metrics_.update_seconds->Observe(absl::ToDoubleSeconds(now - u.received));
-  u.done(written);
+  w.outcome = written;
 }
 
 }  // namespace emb::service

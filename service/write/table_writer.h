@@ -6,9 +6,10 @@
 // through the store while batches run (EmbeddingStore::PrepareRows: conversion, staging, the copy
 // to the device), then writes what it prepared at one batch boundary: it pauses the table's
 // batcher (Batcher::PauseBatches: no batch reads the table while it is written), writes each
-// message whole (EmbeddingStore::WriteRows) or swaps the version in (SwapTable), answers each as
-// soon as it is written, and lets batches go on. So every batch formed after a write's answer
-// reads its rows, and nothing of the write path runs on a gRPC thread. A message whose sequence
+// message whole (EmbeddingStore::WriteRows) or swaps the version in (SwapTable), lets batches go
+// on, and then answers each (an answer may write to the socket: no batch waits for it). So every
+// batch formed after a write's answer reads its rows, and nothing of the write path runs on a
+// gRPC thread. A message whose sequence
 // does not increase writes nothing. Thread-safe.
 #ifndef EMB_SERVICE_WRITE_TABLE_WRITER_H_
 #define EMB_SERVICE_WRITE_TABLE_WRITER_H_
@@ -111,6 +112,8 @@ class TableWriter {
   struct Write {
     Update update;
     std::unique_ptr<PreparedRows> prepared;  // the message's rows, once the thread prepared them
+    // What Apply did, for `done` once the batches run again: the rows written, or why not.
+    absl::StatusOr<int64_t> outcome = int64_t{0};
   };
 
   void Run();
@@ -119,7 +122,8 @@ class TableWriter {
   std::deque<Write> Take() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Prepares the rows of `w` (a message); on failure answers it and returns false.
   bool Prepare(Write& w);
-  // Writes `w` (prepared, or a version) and answers it. At a batch boundary.
+  // Writes `w` (prepared, or a version) and sets its outcome. At a batch boundary; Run answers
+  // it once the boundary is over.
   void Apply(Write& w);
 
   EmbeddingStore* const store_;
