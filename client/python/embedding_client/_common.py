@@ -51,6 +51,40 @@ def _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name, extra_opti
     return grpc.secure_channel(target, credentials, options=options)
 
 
+class _OneChannelClient:
+    """A client over one channel to one server: its stub and default deadline, and closing the
+    channel (close(), or leaving a `with` block)."""
+
+    def __init__(self, stub, target, timeout, tls, tls_ca, tls_cert, tls_key, tls_server_name):
+        self._channel = _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name)
+        self._stub = stub(self._channel)
+        self._timeout = timeout
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self):
+        self._channel.close()
+
+
+class _StatusError(grpc.RpcError):
+    """A grpc.RpcError the client raises itself: code() and details() as a failed call's."""
+
+    def __init__(self, code, details):
+        super().__init__(details)
+        self._code = code
+        self._details = details
+
+    def code(self):
+        return self._code
+
+    def details(self):
+        return self._details
+
+
 def _dtype_name(dtype):
     """"float32", "float16", "bfloat16" or None for `dtype` (a name, or numpy's float32 and
     float16 types); ValueError for anything else."""

@@ -13,7 +13,7 @@ from embedding.v1 import embedding_admin_pb2_grpc as admin_pb_grpc
 
 from ._common import (
     _DTYPES,
-    _channel,
+    _OneChannelClient,
     _dtype_name,
     UpdateAck,
     SavedVersion,
@@ -202,7 +202,7 @@ class RowWriter:
         self._call.cancel()
 
 
-class EmbeddingAdminClient:
+class EmbeddingAdminClient(_OneChannelClient):
     """A client of embedding.v1.EmbeddingAdminService, on the server's admin listener (its
     --admin_address). TLS arguments as EmbeddingClient's: the admin listener wants mutual TLS
     with a client certificate on its allow-list, unless the server runs it in plaintext on a
@@ -211,18 +211,8 @@ class EmbeddingAdminClient:
     def __init__(self, target, timeout=30.0, tls=None, tls_ca=None, tls_cert=None, tls_key=None,
                  tls_server_name=None):
         """timeout: the default deadline of each call (for a stream: of the whole stream)."""
-        self._channel = _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name)
-        self._stub = admin_pb_grpc.EmbeddingAdminServiceStub(self._channel)
-        self._timeout = timeout
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        self._channel.close()
+        super().__init__(admin_pb_grpc.EmbeddingAdminServiceStub, target, timeout, tls, tls_ca,
+                         tls_cert, tls_key, tls_server_name)
 
     def update_rows(self, ids, rows, sequence, table="", dtype=None, timeout=None):
         """Overwrites rows `ids` of `table` ("" the server's default) with `rows` (a 2-D numpy

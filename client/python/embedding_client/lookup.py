@@ -10,7 +10,7 @@ from ._common import (
     _TABLE_DTYPES,
     _POOLINGS,
     _PLACEMENTS,
-    _channel,
+    _OneChannelClient,
     _dtype_name,
     _vector,
     _answer_rows,
@@ -18,7 +18,7 @@ from ._common import (
 )
 
 
-class EmbeddingClient:
+class EmbeddingClient(_OneChannelClient):
     """Thread-safe; one channel, reused for every call."""
 
     def __init__(self, target, timeout=5.0, tls=None, tls_ca=None, tls_cert=None, tls_key=None,
@@ -29,18 +29,8 @@ class EmbeddingClient:
         path or its bytes. tls_server_name: the name the server's certificate must carry, instead
         of the target's host.
         """
-        self._channel = _channel(target, tls, tls_ca, tls_cert, tls_key, tls_server_name)
-        self._stub = pb_grpc.EmbeddingServiceStub(self._channel)
-        self._timeout = timeout
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def close(self):
-        self._channel.close()
+        super().__init__(pb_grpc.EmbeddingServiceStub, target, timeout, tls, tls_ca, tls_cert,
+                         tls_key, tls_server_name)
 
     def look_up(self, ids, table="", dtype=None, timeout=None, pooling=None, offsets=None,
                 lengths=None, weights=None):

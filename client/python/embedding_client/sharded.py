@@ -11,7 +11,7 @@ import numpy as np
 from embedding.v1 import embedding_service_pb2 as pb
 from embedding.v1 import embedding_service_pb2_grpc as pb_grpc
 
-from ._common import _DTYPES, _channel, _dtype_name, _answer_rows
+from ._common import _DTYPES, _StatusError, _channel, _dtype_name, _answer_rows
 
 
 def shard_service_config(max_attempts=3):
@@ -28,38 +28,16 @@ def shard_service_config(max_attempts=3):
                             "retryableStatusCodes": ["UNAVAILABLE"]}}]})
 
 
-class ShardError(grpc.RpcError):
+class ShardError(_StatusError):
     """A shard's failure in ShardedClient.look_up: the shard's own code, and details that name
     the shard ("shard K of N (TARGET): ...")."""
 
-    def __init__(self, code, details):
-        super().__init__(details)
-        self._code = code
-        self._details = details
 
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._details
-
-
-class IdRangeError(grpc.RpcError, IndexError):
+class IdRangeError(_StatusError, IndexError):
     """An id ShardedClient.look_up refuses before calling any shard, with the code a server gives
     it (as EmbeddingClient.look_up raises it, a grpc.RpcError): code() INVALID_ARGUMENT for a
     negative id, OUT_OF_RANGE for one past the whole table; details() names it. Also an
     IndexError, as ShardedClient raised before."""
-
-    def __init__(self, code, details):
-        super().__init__(details)
-        self._code = code
-        self._details = details
-
-    def code(self):
-        return self._code
-
-    def details(self):
-        return self._details
 
 
 class ShardedClient:
