@@ -31,7 +31,6 @@ class RowRange {
   int64_t count() const { return count_; }
   int64_t last() const { return first_ + count_ - 1; }
   int64_t whole() const { return whole_; }
-  bool is_whole() const { return first_ == 0 && count_ == whole_; }
 
   bool Contains(int64_t id) const { return id >= first_ && id - first_ < count_; }
   // The store's own row for global id `id` (one that Contains).
@@ -75,8 +74,20 @@ class RowRange {
     const int64_t end = std::min(count_, begin + BlockRows(n));
     return RowRange(first_ + begin, end - begin, whole_);
   }
+  // Which block of a split holds an id: found for many ids at one division each.
+  class Blocks {
+   public:
+    Blocks(int64_t first, int64_t block_rows) : first_(first), block_rows_(block_rows) {}
+    // The block that holds global id `id` (one the range Contains).
+    int Of(int64_t id) const { return static_cast<int>((id - first_) / block_rows_); }
+
+   private:
+    int64_t first_;
+    int64_t block_rows_;
+  };
+  Blocks SplitInto(int n) const { return Blocks(first_, BlockRows(n)); }
   // Which of `n` blocks holds global id `id` (one that Contains).
-  int BlockOf(int64_t id, int n) const { return static_cast<int>(ToLocal(id) / BlockRows(n)); }
+  int BlockOf(int64_t id, int n) const { return SplitInto(n).Of(id); }
 
   bool operator==(const RowRange& o) const {
     return first_ == o.first_ && count_ == o.count_ && whole_ == o.whole_;

@@ -119,12 +119,12 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
 
 MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
                                    std::vector<std::unique_ptr<Part>> parts)
-    : EmbeddingStore(std::move(info), max_batch_ids), parts_(std::move(parts)) {}
+    : EmbeddingStore(std::move(info), max_batch_ids),
+      parts_(std::move(parts)),
+      blocks_(RowRange::Whole(this->info().rows).SplitInto(static_cast<int>(parts_.size()))) {}
 
 int MultiDeviceStore::OwnerOf(int64_t id) const {
-  return info().placement == Placement::kRowSharded
-             ? RowRange::Whole(info().rows).BlockOf(id, static_cast<int>(parts_.size()))
-             : 0;
+  return info().placement == Placement::kRowSharded ? blocks_.Of(id) : 0;
 }
 
 int MultiDeviceStore::max_inflight_batches() const {

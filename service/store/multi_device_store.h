@@ -82,6 +82,7 @@ class MultiDeviceStore final : public EmbeddingStore {
   void Assemble(ShardedBatch& batch) const;
 
   const std::vector<std::unique_ptr<Part>> parts_;
+  const RowRange::Blocks blocks_;  // rows: which part holds a row of this store
   std::atomic<uint32_t> next_{0};  // replicas: where the search for the least busy starts
   PartObserver observer_;
 };

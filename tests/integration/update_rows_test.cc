@@ -1166,10 +1166,12 @@ ProcessCounts CountsOf(pid_t pid) {
 // vm.max_map_count after about 32k calls and stopped taking calls. 50k calls, mostly LoadVersion
 // of the served version with a save, a rollback and a return to the newest in every thousand:
 // the server's threads and maps stay within a few of their count after the first 100 calls.
-// Under a sanitizer 5,000 calls (a call there costs about ten times as much): a thread or two maps
-// kept per call would pass the bound within the first thousand.
+// Under a sanitizer 5,000 calls (a call there costs about ten times as much) and room for 64 more
+// maps, which the sanitizer's own allocator maps as the process grows (TSan: 19 after 2,000
+// calls in one CI run): two maps kept per call would pass either bound within the first thousand.
 TEST_F(TableVersionsTest, FiftyThousandSavesAndLoadsLeaveThreadsAndMapsFlat) {
   constexpr int kCalls = kSanitizedBuild ? 5000 : 50000;
+  constexpr int kSpareMaps = kSanitizedBuild ? 64 : 16;
   WriteVersion(UniformTable(10, 4, 1.0f), 1);
   auto server = Start();
   ASSERT_NE(server, nullptr);
@@ -1198,7 +1200,7 @@ TEST_F(TableVersionsTest, FiftyThousandSavesAndLoadsLeaveThreadsAndMapsFlat) {
     } else if (i % 1000 == 0 || i == kCalls) {
       const ProcessCounts now = CountsOf(server->pid());
       ASSERT_LE(now.threads, base.threads + 4) << "after " << i << " calls";
-      ASSERT_LE(now.maps, base.maps + 16) << "after " << i << " calls";
+      ASSERT_LE(now.maps, base.maps + kSpareMaps) << "after " << i << " calls";
     }
   }
   const ProcessCounts end = CountsOf(server->pid());

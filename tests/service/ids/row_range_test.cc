@@ -15,7 +15,6 @@ using ::testing::IsEmpty;
 
 TEST(RowRange, WholeHoldsEveryIdAsItsOwnRow) {
   const RowRange whole = RowRange::Whole(5);
-  EXPECT_TRUE(whole.is_whole());
   EXPECT_TRUE(whole.Contains(0));
   EXPECT_TRUE(whole.Contains(4));
   EXPECT_FALSE(whole.Contains(5));
@@ -28,7 +27,6 @@ TEST(RowRange, WholeHoldsEveryIdAsItsOwnRow) {
 
 TEST(RowRange, AShardConvertsItsOwnIdsToRowsFromZero) {
   const RowRange shard(668, 333, 1001);
-  EXPECT_FALSE(shard.is_whole());
   EXPECT_EQ(shard.last(), 1000);
   EXPECT_FALSE(shard.Contains(667));
   EXPECT_TRUE(shard.Contains(668));
