@@ -37,7 +37,9 @@ constexpr int64_t kDim = 768;
 constexpr uint64_t kSeed = 29;
 constexpr int kConnections = 6;
 constexpr int kCallers = 24;
-constexpr int kCallsEach = 12;
+// Under a sanitizer half the calls (each large answer costs about ten times as much there): every
+// caller still has large and small answers of every type in flight beside the others'.
+constexpr int kCallsEach = testing::kSanitizedBuild ? 6 : 12;
 // 2 MiB and more in every type: 768 * 2 bytes * 1400 ids = 2.05 MiB at 16 bits, 4.1 at 32.
 constexpr int64_t kLargeIds = 1400;
 
