@@ -24,12 +24,12 @@ if ! command -v run-clang-tidy >/dev/null; then
 fi
 cd "$root"
 mapfile -t wanted < <(git ls-files 'kernels/*.cc' 'service/*.cc' 'client/*.cc' 'bench/*.cc')
-# The translation units to run: each wanted .cc compiled on its own, and the unity sources (CMake
-# makes batches of 8 sources) of the build's targets outside tests/ that include one: those of the
-# libraries in one unit (in one unit a target when SPLIT is 1), each program's in a unit of its
-# own. The units and their compile commands go to a compile database in TIDY_DB; a merged unit's
-# command is its first source's with the -I, -isystem and -D flags of all its sources. Printed as
-# "unit<TAB>covered file".
+# The translation units to run: each wanted .cc compiled on its own, and the unity sources (one a
+# target, or more where a target asks for batches) of the build's targets outside tests/ that
+# include one: those of the libraries in one unit (in one unit a target when SPLIT is 1), each
+# program's in a unit of its own. The units and their compile commands go to a compile database in
+# TIDY_DB; a merged unit's command is its first source's with the -I, -isystem and -D flags of all
+# its sources. Printed as "unit<TAB>covered file".
 # make_units SPLIT: writes TIDY_DB and prints the pairs.
 make_units() {
   rm -rf "$TIDY_DB"
