@@ -41,7 +41,8 @@ import re
 import shlex
 import sys
 
-root, build, db, split, wanted = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "1", set(sys.argv[5:])
+root, build, db = sys.argv[1], sys.argv[2], sys.argv[3]
+split, wanted = sys.argv[4] == "1", set(sys.argv[5:])
 commands = json.load(open(os.path.join(build, "compile_commands.json")))
 entries, targets = [], {}  # targets: target name -> [(unity source, argv, entry, covered files)]
 for entry in commands:
