@@ -74,7 +74,7 @@ class RowRange {
     const int64_t end = std::min(count_, begin + BlockRows(n));
     return RowRange(first_ + begin, end - begin, whole_);
   }
-  // Which block of a split holds an id: found for many ids at one division each.
+  // Which of the blocks of a split holds an id, at one division an id.
   class Blocks {
    public:
     Blocks(int64_t first, int64_t block_rows) : first_(first), block_rows_(block_rows) {}
@@ -85,9 +85,8 @@ class RowRange {
     int64_t first_;
     int64_t block_rows_;
   };
+  // The split into `n` blocks (Block(k, n) for each k).
   Blocks SplitInto(int n) const { return Blocks(first_, BlockRows(n)); }
-  // Which of `n` blocks holds global id `id` (one that Contains).
-  int BlockOf(int64_t id, int n) const { return SplitInto(n).Of(id); }
 
   bool operator==(const RowRange& o) const {
     return first_ == o.first_ && count_ == o.count_ && whole_ == o.whole_;

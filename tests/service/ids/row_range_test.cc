@@ -39,9 +39,9 @@ TEST(RowRange, AShardConvertsItsOwnIdsToRowsFromZero) {
   EXPECT_THAT(shard.LocalRowsOf({5, 668, 1001, 999, -3}), ElementsAre(0, 331));
 }
 
-// On random sizes: the blocks of a range hold each of its ids exactly once, in order, BlockOf
-// names the block that holds an id, and only the last non-empty block may be shorter.
-TEST(RowRange, BlocksHoldEveryIdOnceAndBlockOfFindsIt) {
+// On random sizes: the blocks of a range hold each of its ids exactly once, in order, the split's
+// Of names the block that holds an id, and only the last non-empty block may be shorter.
+TEST(RowRange, BlocksHoldEveryIdOnceAndTheSplitFindsIt) {
   std::mt19937_64 rng(7);
   for (int trial = 0; trial < 300; ++trial) {
     const int64_t whole = 1 + static_cast<int64_t>(rng() % 5000);
@@ -49,6 +49,7 @@ TEST(RowRange, BlocksHoldEveryIdOnceAndBlockOfFindsIt) {
     const int64_t count = 1 + static_cast<int64_t>(rng() % static_cast<uint64_t>(whole - first));
     const int n = 1 + static_cast<int>(rng() % 9);
     const RowRange range(first, count, whole);
+    const RowRange::Blocks split = range.SplitInto(n);
     int64_t next = first;
     for (int k = 0; k < n; ++k) {
       const RowRange block = range.Block(k, n);
@@ -59,7 +60,7 @@ TEST(RowRange, BlocksHoldEveryIdOnceAndBlockOfFindsIt) {
         EXPECT_EQ(range.Block(k + 1, n).count(), 0) << "a short block before a full one";
       }
       for (int64_t id = block.first(); id <= block.last(); ++id) {
-        ASSERT_EQ(range.BlockOf(id, n), k) << "id " << id << " of " << first << "+" << count;
+        ASSERT_EQ(split.Of(id), k) << "id " << id << " of " << first << "+" << count;
       }
       next += block.count();
     }
