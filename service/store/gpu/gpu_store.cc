@@ -4,16 +4,14 @@
 
 #include <algorithm>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu_gather.h"
 #include "kernels/pooled_lookup.h"
-#include "kernels/scatter_rows.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
-#include "service/store/gpu/table_upload.h"
+#include "service/store/gpu/device_rows.h"
+#include "service/store/gpu/host_tier.h"
 
 namespace emb::service {
 namespace {
@@ -42,7 +40,6 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   auto store = std::unique_ptr<GpuStore>(new GpuStore(source, device, options));
   const CudaCheck& check = store->check_;
   RETURN_IF_ERROR(check(cudaSetDevice(device), "cudaSetDevice"));
-  ASSIGN_OR_RETURN(store->tuning_, kernels::GetGatherTuning(device));
   size_t free_bytes = 0;
   size_t total_bytes = 0;
   RETURN_IF_ERROR(check(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
@@ -51,7 +48,7 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   const size_t budget =
       options.gpu_budget_bytes > 0 ? std::min(options.gpu_budget_bytes, free_bytes) : free_bytes;
   if (need <= budget) {
-    RETURN_IF_ERROR(store->Load(source));
+    ASSIGN_OR_RETURN(store->rows_, DeviceRows::Create(source, check, options));
     store->set_placement(false, 0, need);
   } else {
     const std::string why = absl::StrCat(
@@ -79,17 +76,6 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
   return store;
 }
 
-absl::Status GpuStore::Load(const TableSource& source) {
-  const absl::Time start = options_.clock->Now();
-  const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
-                                 std::thread::hardware_concurrency());
-  ASSIGN_OR_RETURN(d_table_, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
-  ASSIGN_OR_RETURN(load_stats_, UploadTable(source, plan, d_table_.data(), check_, options_.clock));
-  load_stats_.seconds = SecondsSince(options_.clock, start);
-  LogInfo(LoadSummary(info().name, load_stats_));
-  return absl::OkStatus();
-}
-
 absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, size_t buffers,
                                     absl::string_view why) {
   // Without a budget, a sixteenth of the free memory is left for what else the device runs.
@@ -110,12 +96,11 @@ absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, si
           "): serving it from pinned host memory with a GPU cache of ", tier.cache_rows, " rows (",
           HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()),
           " bytes with its slots)");
-  ASSIGN_OR_RETURN(host_tier_, HostTier::Create(source, check_, tier, options_));
-  load_stats_ = host_tier_->load_stats();
+  ASSIGN_OR_RETURN(rows_, HostTier::Create(source, check_, tier, options_));
   set_placement(
       true, tier.cache_rows,
       buffers + HostTier::DeviceBytes(source.rows(), tier.cache_rows, source.row_bytes()));
-  LogInfo(LoadSummary(info().name, load_stats_), " (into pinned host memory)");
+  LogInfo(LoadSummary(info().name, rows_->load_stats()), " (into pinned host memory)");
   return absl::OkStatus();
 }
 
@@ -161,9 +146,10 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
     // launch latency.
     RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
-      return GatherRows(slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
-                        run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte,
-                        batch.out_type, stream);
+      return rows_->Gather(
+          slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
+          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, batch.out_type,
+          stream);
     }));
     return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
@@ -178,8 +164,8 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   const size_t plain = batch.plain_ids();
   if (plain > 0) {
-    RETURN_IF_ERROR(GatherRows(slot.d_ids.data(), static_cast<int64_t>(plain), slot.d_out.data(),
-                               batch.out_type, stream));
+    RETURN_IF_ERROR(rows_->Gather(slot.d_ids.data(), static_cast<int64_t>(plain), slot.d_out.data(),
+                                  batch.out_type, stream));
   }
   if (batch.bags.count() > 0) {
     bags.out = slot.d_out.data() + plain * row_bytes;
@@ -219,7 +205,7 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
       cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice, slot.stream.get()),
       "copy bags to the device"));
   std::byte* d = slot.d_bags.data();
-  *bags = TableBags();
+  *bags = rows_->Bags();
   bags->ids = slot.d_ids.data();
   bags->offsets = reinterpret_cast<const int64_t*>(d);
   bags->num_bags = static_cast<int64_t>(b.count());
@@ -230,35 +216,6 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
   return absl::OkStatus();
 }
 
-kernels::DeviceBags GpuStore::TableBags() const {
-  const TableInfo& table = info();
-  kernels::DeviceBags bags;
-  bags.table = host_tier_ != nullptr ? host_tier_->rows() : d_table_.data();
-  bags.table_type = table.dtype;
-  bags.rows = table.rows;
-  bags.dim = table.dim;
-  if (host_tier_ != nullptr) {
-    bags.cached = host_tier_->cached();
-  }
-  return bags;
-}
-
-absl::Status GpuStore::GatherRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                                  cudaStream_t stream) const {
-  if (host_tier_ == nullptr) {
-    const TableInfo& table = info();
-    return kernels::LaunchGather(tuning_, d_table_.data(), table.dtype, table.rows, table.dim, ids,
-                                 n, out, out_type, stream);
-  }
-  // Rows of a host tier: the bag kernel with bags of one id, each row read where it is.
-  kernels::DeviceBags bags = TableBags();
-  bags.ids = ids;
-  bags.num_bags = n;
-  bags.out = out;
-  bags.out_type = out_type;
-  return kernels::LaunchBags(bags, stream);
-}
-
 void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
   const size_t row_bytes = static_cast<size_t>(info().dim) * ElementSize(batch.out_type);
   if (absl::Status s = CheckRowsOut(batch.answer_rows(), row_bytes, batch.outs, batch.plain_ids());
@@ -267,15 +224,7 @@ void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
     return;
   }
   BatchSlot* slot = slots_->Acquire();
-  if (host_tier_ != nullptr) {
-    // The batch may read the cache's slots until it is answered.
-    const uint64_t ticket = host_tier_->BeginBatch(batch.ids);
-    done = [tier = host_tier_.get(), ticket, ids = batch.ids.size(), done = std::move(done)](
-               const absl::Status& s, const StageTimes& times) mutable {
-      tier->EndBatch(ticket, ids);
-      done(s, times);
-    };
-  }
+  done = rows_->Track(batch.ids, std::move(done));
   if (absl::Status s = Enqueue(*slot, batch); !s.ok()) {
     // Wait out whatever did get enqueued before handing the slot back.
     (void)cudaStreamSynchronize(slot->stream.get());
@@ -291,7 +240,7 @@ void GpuStore::LookUp(const LookUpBatch& batch, Done done) {
 // table's type) at rows_offset. Gives the block back to its store when destroyed.
 class GpuPreparedRows final : public PreparedRows {
  public:
-  GpuPreparedRows(GpuStore* store, std::unique_ptr<GpuStore::StagingBlock> block, int64_t rows,
+  GpuPreparedRows(GpuStore* store, std::unique_ptr<StagingBlock> block, int64_t rows,
                   size_t rows_offset)
       : PreparedRows(store, rows),
         store(store),
@@ -300,11 +249,11 @@ class GpuPreparedRows final : public PreparedRows {
   ~GpuPreparedRows() override { store->ReleaseStaging(std::move(block)); }
 
   GpuStore* const store;
-  std::unique_ptr<GpuStore::StagingBlock> block;
+  std::unique_ptr<StagingBlock> block;
   const size_t rows_offset;
 };
 
-absl::StatusOr<std::unique_ptr<GpuStore::StagingBlock>> GpuStore::AcquireStaging(size_t bytes) {
+absl::StatusOr<std::unique_ptr<StagingBlock>> GpuStore::AcquireStaging(size_t bytes) {
   {
     absl::MutexLock lock(&staging_mu_);
     for (auto it = free_staging_.begin(); it != free_staging_.end(); ++it) {
@@ -358,7 +307,7 @@ absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
     RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
                                       h_rows + k * out_row, keep[k]));
   }
-  if (n > 0 && host_tier_ == nullptr) {  // a host tier writes from the pinned host copy
+  if (n > 0 && rows_->writes_from_device()) {
     RETURN_IF_ERROR(check_(cudaMemcpyAsync(b.device.data(), b.host.data(), need,
                                            cudaMemcpyHostToDevice, b.stream.get()),
                            "copy updated rows to the device"));
@@ -375,93 +324,25 @@ absl::Status GpuStore::WriteRows(PreparedRows& prepared) {
   if (rows->rows() == 0) {
     return absl::OkStatus();
   }
-  if (host_tier_ != nullptr) {
-    const StagingBlock& b = *rows->block;
-    return host_tier_->Write(absl::MakeConstSpan(reinterpret_cast<const int64_t*>(b.host.data()),
-                                                 static_cast<size_t>(rows->rows())),
-                             b.host.data() + rows->rows_offset);
-  }
-  const size_t row = RowBytes(info().dtype, info().dim);
-  absl::MutexLock lock(&write_mu_);
-  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
-  if (write_stream_.get() == nullptr) {
-    ASSIGN_OR_RETURN(write_stream_, kernels::CudaStream::Create());
-  }
-  const StagingBlock& b = *rows->block;
-  RETURN_IF_ERROR(kernels::LaunchScatterRows(
-      d_table_.data(), row, reinterpret_cast<const int64_t*>(b.device.data()),
-      b.device.data() + rows->rows_offset, rows->rows(), write_stream_.get()));
-  // Written before the first LookUp after this one is enqueued (the batcher starts none until
-  // this returns), so every later gather reads the new rows.
-  return check_(cudaStreamSynchronize(write_stream_.get()), "write updated rows");
+  return rows_->Write(*rows->block, rows->rows(), rows->rows_offset);
 }
 
 absl::Status GpuStore::ReadRows(size_t offset, absl::Span<std::byte> out) const {
   RETURN_IF_ERROR(CheckReadRange(offset, out.size()));
-  if (host_tier_ != nullptr) {
-    host_tier_->Read(offset, out);
-    return absl::OkStatus();
-  }
-  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
-  // A synchronous copy on the legacy stream, which the batches' non-blocking streams do not wait
-  // for: lookups go on while a table is read back.
-  return check_(
-      cudaMemcpy(out.data(), d_table_.data() + offset, out.size(), cudaMemcpyDeviceToHost),
-      "copy the table to the host");
+  return rows_->Read(offset, out);
 }
-
-namespace {
-
-// The next version's rows: in device memory, or pinned host memory for a host tier.
-using DevicePreparedTable = PreparedTableOf<kernels::DeviceBuffer<std::byte>>;
-using TieredPreparedTable = PreparedTableOf<std::unique_ptr<PinnedHostRows>>;
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<PreparedTable>> GpuStore::PrepareTable(const TableSource& source) {
   RETURN_IF_ERROR(
       CheckSameShape(info(), source.rows(), source.dim(), source.dtype(), source.origin()));
-  if (host_tier_ != nullptr) {
-    ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostRows> rows, host_tier_->ReadVersion(source));
-    return std::make_unique<TieredPreparedTable>(this, std::move(rows));
-  }
-  RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
-  size_t free_bytes = 0;
-  size_t total_bytes = 0;
-  RETURN_IF_ERROR(check_(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  if (source.bytes() > free_bytes) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "loading ", source.origin(), " beside the served table needs ", source.bytes(),
-        " bytes on ", check_.device_name(), " but ", free_bytes, " of ", total_bytes,
-        " are free; the served version stays (a version that does not fit twice needs a "
-        "restart, or a device with room for both)"));
-  }
-  ASSIGN_OR_RETURN(auto rows, kernels::DeviceBuffer<std::byte>::Allocate(source.bytes()));
-  const LoadPlan plan = PlanLoad(source.bytes(), options_.load_readers, options_.load_chunk_bytes,
-                                 std::thread::hardware_concurrency());
-  ASSIGN_OR_RETURN(LoadStats stats, UploadTable(source, plan, rows.data(), check_, options_.clock));
-  (void)stats;
-  return std::make_unique<DevicePreparedTable>(this, std::move(rows));
+  return rows_->Prepare(source, this);
 }
 
 absl::Status GpuStore::SwapTable(PreparedTable& table) {
   if (table.maker() != this) {
     return absl::InternalError("SwapTable: a table prepared by another store");
   }
-  if (host_tier_ != nullptr) {
-    // Fails only on a CUDA failure emptying the cache, which `check_` has reported (a lost
-    // device).
-    return host_tier_->Swap(MadeBy<TieredPreparedTable>(this, table)->rows);
-  }
-  std::swap(d_table_, MadeBy<DevicePreparedTable>(this, table)->rows);
-  return absl::OkStatus();
-}
-
-std::optional<CacheStats> GpuStore::cache_stats() const {
-  if (host_tier_ == nullptr) {
-    return std::nullopt;
-  }
-  return host_tier_->stats();
+  return rows_->Swap(table, this);
 }
 
 }  // namespace emb::service

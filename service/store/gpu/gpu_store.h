@@ -13,13 +13,13 @@
 // caller's span where the device sees it (AnswerSpan::device) and it is large enough to be worth
 // its own copy or launch; the other spans' rows pass through the slot's pinned buffer and are
 // copied on the host. With several slots the copies and gather of one batch overlap the next.
+// Where the rows live is the store's TableRows (table_rows.h), chosen once by Create: the whole
+// table in GPU memory (DeviceRows), or, for a table that does not fit the device memory it may
+// use, a host tier (HostTier: rows in pinned host memory, the most looked-up cached on the
+// device). The rows make the kernels' view of the table, and write updates and swap versions.
 // Row updates: PrepareRows converts a message's rows to the table's type on the host, into a
-// pinned staging block, and copies them to the block's device memory, all while batches run;
-// WriteRows, at the batch boundary, is one scatter kernel (kernels/scatter_rows.h) from device
-// memory over the table's rows, on the store's own stream.
-// A table that does not fit the device memory it may use lives in a host tier (host_tier.h): its
-// rows in pinned host memory, its most looked-up rows cached on the device; the bag kernel
-// gathers each row from where it is, and updates and versions go to both tiers.
+// pinned staging block (and on to its device memory where the rows write from there), all while
+// batches run; WriteRows, at the batch boundary, hands them to the rows.
 // Thread-safe: LookUp from any thread.
 #ifndef EMB_SERVICE_STORE_GPU_GPU_STORE_H_
 #define EMB_SERVICE_STORE_GPU_GPU_STORE_H_
@@ -39,7 +39,7 @@
 #include "service/store/gpu/batch_completer.h"
 #include "service/store/gpu/batch_slots.h"
 #include "service/store/gpu/cuda_check.h"
-#include "service/store/gpu/host_tier.h"
+#include "service/store/gpu/table_rows.h"
 #include "service/store/load_plan.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
@@ -62,9 +62,9 @@ class GpuStore final : public EmbeddingStore {
 
   bool asynchronous() const override { return true; }
   int max_inflight_batches() const override { return slots_->size(); }
-  std::optional<CacheStats> cache_stats() const override;
+  std::optional<CacheStats> cache_stats() const override { return rows_->cache_stats(); }
   // How the table's upload at Create went.
-  const LoadStats& load_stats() const { return load_stats_; }
+  const LoadStats& load_stats() const { return rows_->load_stats(); }
 
   using EmbeddingStore::LookUp;
   void LookUp(const LookUpBatch& batch, Done done) override;
@@ -77,27 +77,12 @@ class GpuStore final : public EmbeddingStore {
   absl::StatusOr<std::unique_ptr<PreparedTable>> PrepareTable(const TableSource& source) override;
   absl::Status SwapTable(PreparedTable& table) override;
 
-  // Pinned and device memory an update's rows pass through, with the stream that copies them;
-  // kept for reuse once an update is written (a few, grown to the largest message).
-  struct StagingBlock {
-    kernels::PinnedBuffer<std::byte> host;
-    kernels::DeviceBuffer<std::byte> device;
-    kernels::CudaStream stream;
-  };
-
  private:
   GpuStore(const TableSource& source, int device, const StoreOptions& options);
-  // Fills d_table_ from `source` and sets load_stats_; see Create.
-  absl::Status Load(const TableSource& source);
   // Puts the table in a host tier whose cache takes what `budget` leaves besides the batch
   // `buffers` and the cache's slots; `why` says why the table is not on the device.
   absl::Status LoadHostTier(const TableSource& source, size_t budget, size_t buffers,
                             absl::string_view why);
-  // The table's part of a bag kernel launch: its rows (on the device, or a host tier's).
-  kernels::DeviceBags TableBags() const;
-  // Enqueues the gather of n rows `ids` into `out`, from the device rows or the host tier.
-  absl::Status GatherRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                          cudaStream_t stream) const;
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(BatchSlot& slot, const LookUpBatch& batch);
   // Copies the batch's bags into the slot's device memory (on its stream) and fills `bags` but
@@ -121,23 +106,18 @@ class GpuStore final : public EmbeddingStore {
 
   const StoreOptions options_;
   const CudaCheck check_;
-  kernels::GatherTuning tuning_;
-  kernels::DeviceBuffer<std::byte> d_table_;  // empty for a host tier
-  std::unique_ptr<HostTier> host_tier_;       // null for a table on the device
-  LoadStats load_stats_;
+  std::unique_ptr<TableRows> rows_;
   std::unique_ptr<SlotPool> slots_;
   std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first
 
   friend class GpuPreparedRows;
-  // A free staging block of at least `bytes`, or a new one.
+  // A free staging block of at least `bytes`, or a new one; blocks are kept for reuse once an
+  // update is written (a few, grown to the largest message).
   absl::StatusOr<std::unique_ptr<StagingBlock>> AcquireStaging(size_t bytes);
   void ReleaseStaging(std::unique_ptr<StagingBlock> block);
 
   absl::Mutex staging_mu_;
   std::vector<std::unique_ptr<StagingBlock>> free_staging_ ABSL_GUARDED_BY(staging_mu_);
-  // The stream WriteRows runs on.
-  absl::Mutex write_mu_;
-  kernels::CudaStream write_stream_ ABSL_GUARDED_BY(write_mu_);
 };
 
 }  // namespace emb::service

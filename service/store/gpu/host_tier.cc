@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "kernels/pooled_lookup.h"
 #include "kernels/scatter_rows.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
@@ -100,7 +101,9 @@ HostTier::HostTier(const TableSource& source, const CudaCheck& check, const Opti
     : check_(check),
       options_(options),
       store_options_(store_options),
+      type_(source.dtype()),
       table_rows_(source.rows()),
+      dim_(source.dim()),
       row_bytes_(source.row_bytes()),
       policy_({.rows = source.rows(), .capacity = options.cache_rows}) {}
 
@@ -161,6 +164,35 @@ HostTier::~HostTier() {
   if (manager_.joinable()) {
     manager_.join();
   }
+}
+
+kernels::DeviceBags HostTier::Bags() const {
+  kernels::DeviceBags bags;
+  bags.table = rows_->device();
+  bags.table_type = type_;
+  bags.rows = table_rows_;
+  bags.dim = dim_;
+  bags.cached = cached();
+  return bags;
+}
+
+absl::Status HostTier::Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                              cudaStream_t stream) const {
+  kernels::DeviceBags bags = Bags();
+  bags.ids = ids;
+  bags.num_bags = n;
+  bags.out = out;
+  bags.out_type = out_type;
+  return kernels::LaunchBags(bags, stream);
+}
+
+EmbeddingStore::Done HostTier::Track(absl::Span<const int64_t> ids, EmbeddingStore::Done done) {
+  const uint64_t ticket = BeginBatch(ids);
+  return [this, ticket, n = ids.size(), done = std::move(done)](const absl::Status& s,
+                                                                const StageTimes& times) mutable {
+    EndBatch(ticket, n);
+    done(s, times);
+  };
 }
 
 kernels::CachedRows HostTier::cached() const {
@@ -280,7 +312,7 @@ absl::Status HostTier::Fill(size_t n) {
   return check_(cudaStreamSynchronize(stream), "show cached rows");
 }
 
-absl::Status HostTier::Write(absl::Span<const int64_t> ids, const std::byte* rows) {
+absl::Status HostTier::WriteRows(absl::Span<const int64_t> ids, const std::byte* rows) {
   absl::MutexLock lock(&cache_mu_);
   size_t cached = 0;
   auto copy_cached = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(cache_mu_) -> absl::Status {
@@ -308,19 +340,35 @@ absl::Status HostTier::Write(absl::Span<const int64_t> ids, const std::byte* row
   return copy_cached();
 }
 
-void HostTier::Read(size_t offset, absl::Span<std::byte> out) const {
+absl::Status HostTier::Write(const StagingBlock& block, int64_t count, size_t rows_offset) {
+  return WriteRows(absl::MakeConstSpan(reinterpret_cast<const int64_t*>(block.host.data()),
+                                       static_cast<size_t>(count)),
+                   block.host.data() + rows_offset);
+}
+
+absl::Status HostTier::Read(size_t offset, absl::Span<std::byte> out) const {
   std::memcpy(out.data(), rows_->host() + offset, out.size());
+  return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<PinnedHostRows>> HostTier::ReadVersion(
-    const TableSource& source) const {
+namespace {
+
+// The next version's rows, in pinned host memory.
+using TieredPreparedTable = PreparedTableOf<std::unique_ptr<PinnedHostRows>>;
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<PreparedTable>> HostTier::Prepare(
+    const TableSource& source, const EmbeddingStore* maker) const {
   LoadStats stats;
-  return PinnedHostRows::Read(source, check_, store_options_, &stats);
+  ASSIGN_OR_RETURN(std::unique_ptr<PinnedHostRows> rows,
+                   PinnedHostRows::Read(source, check_, store_options_, &stats));
+  return std::make_unique<TieredPreparedTable>(maker, std::move(rows));
 }
 
-absl::Status HostTier::Swap(std::unique_ptr<PinnedHostRows>& rows) {
+absl::Status HostTier::Swap(PreparedTable& table, const EmbeddingStore* maker) {
   absl::MutexLock lock(&cache_mu_);
-  std::swap(rows_, rows);
+  std::swap(rows_, MadeBy<TieredPreparedTable>(maker, table)->rows);
   policy_.Clear();
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   RETURN_IF_ERROR(

@@ -10,8 +10,10 @@
 // rewritten.
 //
 // Updates write the host rows and, for the rows cached, their slots, under the cache's lock: a
-// row being admitted is either copied after the update, or rewritten by it.
-// Thread-safe.
+// row being admitted is either copied after the update, or rewritten by it. A new version is read
+// into pinned host memory beside the served rows; the swap serves it and empties the cache, which
+// the manager refills.
+// Thread-safety: as TableRows (table_rows.h) says.
 #ifndef EMB_SERVICE_STORE_GPU_HOST_TIER_H_
 #define EMB_SERVICE_STORE_GPU_HOST_TIER_H_
 
@@ -21,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -35,6 +38,7 @@
 #include "service/store/cache/row_cache_policy.h"
 #include "service/store/embedding_store.h"
 #include "service/store/gpu/cuda_check.h"
+#include "service/store/gpu/table_rows.h"
 #include "service/store/load_plan.h"
 #include "service/store/store_options.h"
 #include "service/tables/host_rows.h"
@@ -68,7 +72,7 @@ class PinnedHostRows {
   const std::byte* device_ = nullptr;
 };
 
-class HostTier {
+class HostTier final : public TableRows {
  public:
   struct Options {
     // Rows the GPU cache holds; 0: none (every row read from host memory).
@@ -89,37 +93,43 @@ class HostTier {
                                                           const Options& options,
                                                           const StoreOptions& store_options);
   // Stops the manager (waiting for its step in progress).
-  ~HostTier();
+  ~HostTier() override;
 
   // GPU memory the cache of `cache_rows` rows takes for a table of `rows` rows of `row_bytes`.
   static size_t DeviceBytes(int64_t rows, int64_t cache_rows, size_t row_bytes);
 
-  // For a launch: the host rows as the GPU addresses them, and the cache.
-  const void* rows() const { return rows_->device(); }
-  kernels::CachedRows cached() const;
-  const LoadStats& load_stats() const { return load_stats_; }
+  // The host rows as the GPU addresses them, and the cache: the bag kernel reads each row where
+  // it is (kernels::CachedRows), for gathers too (bags of one id).
+  kernels::DeviceBags Bags() const override;
+  absl::Status Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                      cudaStream_t stream) const override;
+  // Samples the batch's ids for the manager (never waiting for it); the batch's slots stay as
+  // they are until its done runs.
+  EmbeddingStore::Done Track(absl::Span<const int64_t> ids, EmbeddingStore::Done done) override;
 
-  // Around each batch: BeginBatch before its kernels are enqueued (it samples `ids` for the
-  // manager, never waiting for it), EndBatch with its ticket once they are done.
-  uint64_t BeginBatch(absl::Span<const int64_t> ids);
-  void EndBatch(uint64_t ticket, size_t ids);
+  // Updates are written from the staging block's host memory, into host memory and the cache.
+  bool writes_from_device() const override { return false; }
+  absl::Status Write(const StagingBlock& block, int64_t count, size_t rows_offset) override;
+  absl::Status Read(size_t offset, absl::Span<std::byte> out) const override;
+  absl::StatusOr<std::unique_ptr<PreparedTable>> Prepare(
+      const TableSource& source, const EmbeddingStore* maker) const override;
+  // Fails only on a CUDA failure emptying the cache, which the CudaCheck has reported.
+  absl::Status Swap(PreparedTable& table, const EmbeddingStore* maker) override;
 
-  // Writes rows (in the table's type, host memory) over rows `ids` (distinct, in range), in host
-  // memory and in the cache; returns once every later lookup reads them. The caller keeps
-  // lookups away (the batcher's barrier).
-  absl::Status Write(absl::Span<const int64_t> ids, const std::byte* rows);
-  // Copies table bytes [offset, offset + out.size()) (checked by the caller).
-  void Read(size_t offset, absl::Span<std::byte> out) const;
-  // Another version of the rows, read beside the served ones; Swap serves them (the caller keeps
-  // lookups away) and empties the cache, which the manager refills.
-  absl::StatusOr<std::unique_ptr<PinnedHostRows>> ReadVersion(const TableSource& source) const;
-  absl::Status Swap(std::unique_ptr<PinnedHostRows>& rows);
-
-  CacheStats stats() const;
+  std::optional<CacheStats> cache_stats() const override { return stats(); }
+  const LoadStats& load_stats() const override { return load_stats_; }
 
  private:
   HostTier(const TableSource& source, const CudaCheck& check, const Options& options,
            const StoreOptions& store_options);
+  kernels::CachedRows cached() const;
+  CacheStats stats() const;
+  // Around each batch (Track): BeginBatch before its kernels are enqueued, EndBatch with its
+  // ticket once they are done.
+  uint64_t BeginBatch(absl::Span<const int64_t> ids);
+  void EndBatch(uint64_t ticket, size_t ids);
+  // Writes rows (in the table's type, host memory) over rows `ids`, in host memory and the cache.
+  absl::Status WriteRows(absl::Span<const int64_t> ids, const std::byte* rows);
   void Manage();
   // Moves the planned rows in and out of the cache; see the file comment.
   absl::Status Apply(const std::vector<RowCachePolicy::Change>& changes)
@@ -130,7 +140,9 @@ class HostTier {
   const CudaCheck check_;
   const Options options_;
   const StoreOptions store_options_;
+  const DataType type_;
   const int64_t table_rows_;
+  const int64_t dim_;
   const size_t row_bytes_;
   std::unique_ptr<PinnedHostRows> rows_;  // replaced only by Swap, with lookups kept away
   LoadStats load_stats_;
