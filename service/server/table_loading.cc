@@ -276,11 +276,14 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
       for (const Device& d : devices) {
         names.push_back(d.name());
       }
+      StoreOptions assembly_options = options;
+      assembly_options.on_device_lost = on_device_lost(devices.front());
       ASSIGN_OR_RETURN(
           std::unique_ptr<MultiDeviceStore> m,
-          MultiDeviceStore::Create(source, placement, names, [&](const TableSource& part, int k) {
-            return load_on(part, devices[k]);
-          }));
+          MultiDeviceStore::Create(
+              source, placement, names,
+              [&](const TableSource& part, int k) { return load_on(part, devices[k]); },
+              RowAssemblyOn(devices, assembly_options)));
       multi = m.get();
       store = std::move(m);
     }

@@ -100,10 +100,17 @@ struct CacheStats {
 // One caller's share of a batch's answer: whole rows of the answer type, in id order. `device` is
 // the same memory as the store's device sees it (pinned memory mapped into its address space, from
 // the device's AnswerBufferPool), so that the device writes the rows there itself; nullptr where
-// the device cannot see it (ordinary host memory).
+// the device cannot see it (ordinary host memory). A span in device memory only (OnDevice: a row
+// split's staging rows on a GPU, MultiDeviceStore) has no host address; `host` then gives only its
+// size, and only a GPU store writes it (a copy from any device: the addresses are unified).
 struct AnswerSpan {
   absl::Span<std::byte> host;
   std::byte* device = nullptr;
+
+  static AnswerSpan OnDevice(std::byte* device, size_t bytes) {
+    return AnswerSpan{absl::Span<std::byte>(nullptr, bytes), device};
+  }
+  bool device_only() const { return host.data() == nullptr && device != nullptr; }
 };
 
 // The pooled part of a batch: bag b is ids[offsets[b] .. offsets[b + 1]) of the batch's ids, and

@@ -66,12 +66,17 @@ struct MultiDeviceStore::ShardedBatch {
   Done done;
   DataType stage_type = DataType::kFloat32;  // what the parts answer in
   size_t stage_row_bytes = 0;
-  // Per part: its ids (its own, from 0), the rows it answers, and its span over them.
+  // Per part: its ids (its own, from 0), the rows it answers (on the host; none with an
+  // assembly), and its span over them.
   std::vector<std::vector<int64_t>> ids;
   std::vector<std::unique_ptr<std::byte[]>> rows;  // left uninitialized: the parts write all
   std::vector<AnswerSpan> spans;
   // For each id of the batch: its row's place in its owner's answer.
   std::vector<uint32_t> place;
+  // With an assembly: the block of its staging rows the parts write, and for each id of the
+  // batch the row of the assembly's store that holds its row.
+  int block = -1;
+  std::vector<int64_t> staged_ids;
   std::atomic<int> remaining{0};  // parts not yet ended, plus one while they are being started
   absl::Mutex mu;
   absl::Status status ABSL_GUARDED_BY(mu);
@@ -80,7 +85,7 @@ struct MultiDeviceStore::ShardedBatch {
 
 absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
     const TableSource& source, Placement placement, const std::vector<std::string>& devices,
-    const PartFactory& make_part) {
+    const PartFactory& make_part, const AssemblyFactory& make_assembly) {
   const int n = static_cast<int>(devices.size());
   if (n < 2 || placement == Placement::kOneDevice) {
     return absl::InvalidArgumentError(
@@ -113,15 +118,42 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
     part->rows = placement == Placement::kRowSharded ? all.Block(k, n) : all;
     parts.push_back(std::move(part));
   }
-  return std::unique_ptr<MultiDeviceStore>(
-      new MultiDeviceStore(std::move(info), max_batch_ids, std::move(parts)));
+  std::unique_ptr<RowAssembly> assembly;
+  if (placement == Placement::kRowSharded && make_assembly) {
+    ASSIGN_OR_RETURN(assembly, make_assembly(info, max_batch_ids));
+  }
+  if (assembly != nullptr) {
+    info.device_bytes += assembly->device_bytes;
+  }
+  return std::unique_ptr<MultiDeviceStore>(new MultiDeviceStore(
+      std::move(info), max_batch_ids, std::move(parts), std::move(assembly)));
 }
 
 MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
-                                   std::vector<std::unique_ptr<Part>> parts)
+                                   std::vector<std::unique_ptr<Part>> parts,
+                                   std::unique_ptr<RowAssembly> assembly)
     : EmbeddingStore(std::move(info), max_batch_ids),
       parts_(std::move(parts)),
-      blocks_(RowRange::Whole(this->info().rows).SplitInto(static_cast<int>(parts_.size()))) {}
+      blocks_(RowRange::Whole(this->info().rows).SplitInto(static_cast<int>(parts_.size()))),
+      assembly_(std::move(assembly)) {
+  for (int b = 0; assembly_ != nullptr && b < assembly_->slots; ++b) {
+    free_blocks_.push_back(b);
+  }
+}
+
+int MultiDeviceStore::AcquireBlock() {
+  absl::MutexLock lock(&blocks_mu_);
+  blocks_mu_.Await(absl::Condition(
+      +[](std::vector<int>* free) { return !free->empty(); }, &free_blocks_));
+  const int block = free_blocks_.back();
+  free_blocks_.pop_back();
+  return block;
+}
+
+void MultiDeviceStore::ReleaseBlock(int block) {
+  absl::MutexLock lock(&blocks_mu_);
+  free_blocks_.push_back(block);
+}
 
 int MultiDeviceStore::OwnerOf(int64_t id) const {
   return info().placement == Placement::kRowSharded ? blocks_.Of(id) : 0;
@@ -134,7 +166,10 @@ int MultiDeviceStore::max_inflight_batches() const {
     sum += part->store->max_inflight_batches();
     least = std::min(least, part->store->max_inflight_batches());
   }
-  return info().placement == Placement::kReplicated ? sum : least;
+  if (info().placement == Placement::kReplicated) {
+    return sum;
+  }
+  return assembly_ != nullptr ? std::min(least, assembly_->slots) : least;
 }
 
 std::optional<CacheStats> MultiDeviceStore::cache_stats() const {
@@ -196,9 +231,13 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
   ShardedBatch& s = *sharded;
   s.batch = batch;
   s.done = std::move(done);
-  // Bags are pooled here, from their rows' float32 values; without bags the parts answer in the
-  // answer's type.
-  s.stage_type = batch.bags.count() > 0 ? DataType::kFloat32 : batch.out_type;
+  // The assembly's type; on the host, bags are pooled from their rows' float32 values, and
+  // without bags the parts answer in the answer's type.
+  if (assembly_ != nullptr) {
+    s.stage_type = assembly_->type;
+  } else {
+    s.stage_type = batch.bags.count() > 0 ? DataType::kFloat32 : batch.out_type;
+  }
   s.stage_row_bytes = static_cast<size_t>(info().dim) * ElementSize(s.stage_type);
   s.ids.resize(n);
   s.rows.resize(n);
@@ -213,6 +252,19 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
   int started = 0;
   for (size_t k = 0; k < n; ++k) {
     started += s.ids[k].empty() ? 0 : 1;
+  }
+  // Part k's rows go to its stretch of the block, after the earlier parts' (first[k]).
+  std::vector<int64_t> first(n, 0);
+  if (assembly_ != nullptr) {
+    s.block = AcquireBlock();
+    for (size_t k = 1; k < n; ++k) {
+      first[k] = first[k - 1] + static_cast<int64_t>(s.ids[k - 1].size());
+    }
+    const int64_t block_start = s.block * assembly_->block_rows;
+    s.staged_ids.resize(batch.ids.size());
+    for (size_t i = 0; i < batch.ids.size(); ++i) {
+      s.staged_ids[i] = block_start + first[OwnerOf(batch.ids[i])] + s.place[i];
+    }
   }
   s.remaining.store(started + 1, std::memory_order_relaxed);
   auto part_done = [this, sharded](int k) {
@@ -229,7 +281,7 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
         observer_(k, times, s.ids[k].size());
       }
       if (s.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-        Assemble(s);
+        Assemble(sharded);
       }
     };
   };
@@ -238,8 +290,12 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
       continue;
     }
     const size_t bytes = s.ids[k].size() * s.stage_row_bytes;
-    s.rows[k].reset(new std::byte[bytes]);
-    s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k].get(), bytes), nullptr};
+    if (assembly_ != nullptr) {
+      s.spans[k] = AnswerSpan::OnDevice(assembly_->row_at(s.block, first[k]), bytes);
+    } else {
+      s.rows[k].reset(new std::byte[bytes]);
+      s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k].get(), bytes), nullptr};
+    }
     LookUpBatch part_batch;
     part_batch.ids = s.ids[k];
     part_batch.out_type = s.stage_type;
@@ -247,11 +303,44 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
     parts_[k]->store->LookUp(part_batch, part_done(static_cast<int>(k)));
   }
   if (s.remaining.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-    Assemble(s);
+    Assemble(sharded);
   }
 }
 
-void MultiDeviceStore::Assemble(ShardedBatch& s) const {
+void MultiDeviceStore::Assemble(const std::shared_ptr<ShardedBatch>& sharded) {
+  ShardedBatch& s = *sharded;
+  if (assembly_ == nullptr) {
+    AssembleOnHost(s);
+    return;
+  }
+  absl::Status status;
+  StageTimes times;
+  {
+    absl::MutexLock lock(&s.mu);
+    status = s.status;
+    times = s.times;
+  }
+  if (!status.ok()) {
+    ReleaseBlock(s.block);
+    s.done(status, times);
+    return;
+  }
+  // The caller's batch over the block's rows: the assembly's store gathers and pools them into
+  // the callers' answers as one device would from the table.
+  LookUpBatch batch = s.batch;
+  batch.ids = s.staged_ids;
+  assembly_->store->LookUp(batch, [this, sharded, times](const absl::Status& status,
+                                                         const StageTimes& last) mutable {
+    ReleaseBlock(sharded->block);
+    times.copy_in += last.copy_in;
+    times.gather += last.gather;
+    times.copy_out += last.copy_out;
+    times.host_copy += last.host_copy;
+    sharded->done(status, times);
+  });
+}
+
+void MultiDeviceStore::AssembleOnHost(ShardedBatch& s) const {
   absl::Status status;
   StageTimes times;
   {

@@ -4,11 +4,13 @@
 #define EMB_SERVICE_STORE_STORE_FACTORY_H_
 
 #include <memory>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "service/common/host_allocator.h"
 #include "service/store/device.h"
 #include "service/store/embedding_store.h"
+#include "service/store/multi_device_store.h"
 #include "service/store/store_options.h"
 #include "service/tables/table_source.h"
 
@@ -19,6 +21,12 @@ namespace emb::service {
 absl::StatusOr<std::unique_ptr<EmbeddingStore>> CreateStore(const TableSource& source,
                                                             const Device& device,
                                                             const StoreOptions& options);
+
+// How the answers of a table split by rows over `devices` (MultiDeviceStore) are put together:
+// in staging rows on the first device, by a GpuStore over them (AssemblyRows), where every device
+// is a GPU; else nullptr (on the host).
+MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devices,
+                                                const StoreOptions& options);
 
 // The host memory that `device` writes answers into fastest, for the device's AnswerBufferPool:
 // pinned memory mapped into a GPU's address space (PinnedAnswerMemory); nullptr for the CPU,

@@ -26,8 +26,8 @@ size_t SlotDeviceBytes(int64_t max_batch_ids, int64_t dim, int slots) {
 
 }  // namespace
 
-GpuStore::GpuStore(const TableSource& source, int device, const StoreOptions& options)
-    : EmbeddingStore(TableInfo::Of(source, absl::StrCat("cuda:", device)), options.max_batch_ids),
+GpuStore::GpuStore(TableInfo info, int device, const StoreOptions& options)
+    : EmbeddingStore(std::move(info), options.max_batch_ids),
       options_(options),
       check_(device, options.on_device_lost) {}
 
@@ -37,7 +37,8 @@ size_t GpuStore::BatchBufferBytes(const StoreOptions& options, int64_t dim) {
 
 absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& source, int device,
                                                            const StoreOptions& options) {
-  auto store = std::unique_ptr<GpuStore>(new GpuStore(source, device, options));
+  auto store = std::unique_ptr<GpuStore>(
+      new GpuStore(TableInfo::Of(source, absl::StrCat("cuda:", device)), device, options));
   const CudaCheck& check = store->check_;
   RETURN_IF_ERROR(check(cudaSetDevice(device), "cudaSetDevice"));
   size_t free_bytes = 0;
@@ -64,16 +65,33 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::Create(const TableSource& so
     }
     RETURN_IF_ERROR(store->LoadHostTier(source, budget, buffers, why));
   }
+  RETURN_IF_ERROR(store->MakeSlots());
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::CreateOver(TableInfo info,
+                                                               std::unique_ptr<TableRows> rows,
+                                                               int device,
+                                                               const StoreOptions& options) {
+  info.device = absl::StrCat("cuda:", device);
+  auto store = std::unique_ptr<GpuStore>(new GpuStore(std::move(info), device, options));
+  RETURN_IF_ERROR(store->check_(cudaSetDevice(device), "cudaSetDevice"));
+  store->rows_ = std::move(rows);
+  RETURN_IF_ERROR(store->MakeSlots());
+  return store;
+}
+
+absl::Status GpuStore::MakeSlots() {
   const size_t max_out_bytes =
-      static_cast<size_t>(options.max_batch_ids) * source.dim() * sizeof(float);
-  ASSIGN_OR_RETURN(store->slots_, SlotPool::Create(options.inflight_batches, options.max_batch_ids,
-                                                   max_out_bytes, check));
+      static_cast<size_t>(options_.max_batch_ids) * info().dim * sizeof(float);
+  ASSIGN_OR_RETURN(slots_, SlotPool::Create(options_.inflight_batches, options_.max_batch_ids,
+                                            max_out_bytes, check_));
   // Two completion threads per slot: a slot is free again once its rows are out, while the
   // thread that answered it may still be finishing a call, so that every slot's batch has a
   // thread to wait for it.
-  store->completer_ = std::make_unique<BatchCompleter>(store->slots_.get(), check, options,
-                                                       2 * options.inflight_batches);
-  return store;
+  completer_ = std::make_unique<BatchCompleter>(slots_.get(), check_, options_,
+                                                2 * options_.inflight_batches);
+  return absl::OkStatus();
 }
 
 absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, size_t buffers,
@@ -105,8 +123,8 @@ absl::Status GpuStore::LoadHostTier(const TableSource& source, size_t budget, si
 }
 
 bool GpuStore::WrittenDirectly(const AnswerSpan& out) const {
-  return out.device != nullptr && !out.host.empty() &&
-         out.host.size() >= options_.direct_answer_min_bytes;
+  return out.device_only() || (out.device != nullptr && !out.host.empty() &&
+                               out.host.size() >= options_.direct_answer_min_bytes);
 }
 
 template <typename F>
@@ -139,8 +157,11 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   slot.staged.clear();
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.start.get(), stream), "cudaEventRecord"));
-  slot.zero_copy =
-      batch.bags.count() == 0 && ids.size() * row_bytes <= options_.zero_copy_max_bytes;
+  // Not into device memory only: it may be another device's, which the kernel cannot write.
+  const bool to_device = std::any_of(batch.outs.begin(), batch.outs.end(),
+                                     [](const AnswerSpan& out) { return out.device_only(); });
+  slot.zero_copy = !to_device && batch.bags.count() == 0 &&
+                   ids.size() * row_bytes <= options_.zero_copy_max_bytes;
   if (slot.zero_copy) {
     // One launch a run: the kernel reads the ids from mapped pinned memory and writes the rows
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
@@ -172,13 +193,15 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
     RETURN_IF_ERROR(kernels::LaunchBags(bags, stream));
   }
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
-  // One copy a run: into the caller's pinned answer, or into h_out.
+  // One copy a run: into the caller's pinned answer or device memory, or into h_out.
   RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
-    return check_(
-        cudaMemcpyAsync(
-            run.span != nullptr ? run.span->host.data() : slot.h_out.data() + run.first_byte,
-            slot.d_out.data() + run.first_byte, run.bytes, cudaMemcpyDeviceToHost, stream),
-        "copy rows to the host");
+    std::byte* to = slot.h_out.data() + run.first_byte;
+    if (run.span != nullptr) {
+      to = run.span->device_only() ? run.span->device : run.span->host.data();
+    }
+    return check_(cudaMemcpyAsync(to, slot.d_out.data() + run.first_byte, run.bytes,
+                                  cudaMemcpyDefault, stream),
+                  "copy rows out");
   }));
   return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }

@@ -55,6 +55,12 @@ class GpuStore final : public EmbeddingStore {
   // CUDA error's name for other CUDA failures, or naming the file and offset of a failed read.
   static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
                                                           const StoreOptions& options);
+  // A store over `rows` that were not loaded from a table source (a row split's staging rows,
+  // assembly_rows.h), described by `info`; slots and completion threads as Create makes them.
+  static absl::StatusOr<std::unique_ptr<GpuStore>> CreateOver(TableInfo info,
+                                                              std::unique_ptr<TableRows> rows,
+                                                              int device,
+                                                              const StoreOptions& options);
   // GPU memory a store's batch buffers take besides its table (or its host tier's cache).
   static size_t BatchBufferBytes(const StoreOptions& options, int64_t dim);
   // Waits for the batches in flight, then stops the completion threads.
@@ -78,7 +84,9 @@ class GpuStore final : public EmbeddingStore {
   absl::Status SwapTable(PreparedTable& table) override;
 
  private:
-  GpuStore(const TableSource& source, int device, const StoreOptions& options);
+  GpuStore(TableInfo info, int device, const StoreOptions& options);
+  // The slots and the completion threads.
+  absl::Status MakeSlots();
   // Puts the table in a host tier whose cache takes what `budget` leaves besides the batch
   // `buffers` and the cache's slots; `why` says why the table is not on the device.
   absl::Status LoadHostTier(const TableSource& source, size_t budget, size_t buffers,

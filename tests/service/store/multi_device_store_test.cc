@@ -177,9 +177,10 @@ class MultiDeviceStoreTest : public ::testing::TestWithParam<std::string> {
       devices.push_back(devices_[k % devices_.size()]);
       names.push_back(devices.back().name());
     }
-    return MultiDeviceStore::Create(source, placement, names, [&](const TableSource& part, int k) {
-      return CreateStore(part, devices[k], options_);
-    });
+    return MultiDeviceStore::Create(
+        source, placement, names,
+        [&](const TableSource& part, int k) { return CreateStore(part, devices[k], options_); },
+        RowAssemblyOn(devices, options_));
   }
 
   std::vector<Device> devices_;
