@@ -125,8 +125,8 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
   if (assembly != nullptr) {
     info.device_bytes += assembly->device_bytes;
   }
-  return std::unique_ptr<MultiDeviceStore>(new MultiDeviceStore(
-      std::move(info), max_batch_ids, std::move(parts), std::move(assembly)));
+  return std::unique_ptr<MultiDeviceStore>(
+      new MultiDeviceStore(std::move(info), max_batch_ids, std::move(parts), std::move(assembly)));
 }
 
 MultiDeviceStore::MultiDeviceStore(TableInfo info, int64_t max_batch_ids,
@@ -329,15 +329,15 @@ void MultiDeviceStore::Assemble(const std::shared_ptr<ShardedBatch>& sharded) {
   // the callers' answers as one device would from the table.
   LookUpBatch batch = s.batch;
   batch.ids = s.staged_ids;
-  assembly_->store->LookUp(batch, [this, sharded, times](const absl::Status& status,
-                                                         const StageTimes& last) mutable {
-    ReleaseBlock(sharded->block);
-    times.copy_in += last.copy_in;
-    times.gather += last.gather;
-    times.copy_out += last.copy_out;
-    times.host_copy += last.host_copy;
-    sharded->done(status, times);
-  });
+  assembly_->store->LookUp(
+      batch, [this, sharded, times](const absl::Status& status, const StageTimes& last) mutable {
+        ReleaseBlock(sharded->block);
+        times.copy_in += last.copy_in;
+        times.gather += last.gather;
+        times.copy_out += last.copy_out;
+        times.host_copy += last.host_copy;
+        sharded->done(status, times);
+      });
 }
 
 void MultiDeviceStore::AssembleOnHost(ShardedBatch& s) const {

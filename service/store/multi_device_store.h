@@ -111,7 +111,7 @@ class MultiDeviceStore final : public EmbeddingStore {
   void ReleaseBlock(int block);
 
   const std::vector<std::unique_ptr<Part>> parts_;
-  const RowRange::Blocks blocks_;  // rows: which part holds a row of this store
+  const RowRange::Blocks blocks_;                // rows: which part holds a row of this store
   const std::unique_ptr<RowAssembly> assembly_;  // rows on GPUs; else nullptr
   absl::Mutex blocks_mu_;
   std::vector<int> free_blocks_ ABSL_GUARDED_BY(blocks_mu_);

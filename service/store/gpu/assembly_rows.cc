@@ -22,9 +22,8 @@ absl::StatusOr<std::unique_ptr<AssemblyRows>> AssemblyRows::Create(const CudaChe
   auto assembly = std::unique_ptr<AssemblyRows>(new AssemblyRows(type, dim, slot_rows, rows));
   RETURN_IF_ERROR(check(cudaSetDevice(check.device()), "cudaSetDevice"));
   ASSIGN_OR_RETURN(assembly->tuning_, kernels::GetGatherTuning(check.device()));
-  ASSIGN_OR_RETURN(assembly->rows_,
-                   kernels::DeviceBuffer<std::byte>::Allocate(static_cast<size_t>(rows) *
-                                                              RowBytes(type, dim)));
+  ASSIGN_OR_RETURN(assembly->rows_, kernels::DeviceBuffer<std::byte>::Allocate(
+                                        static_cast<size_t>(rows) * RowBytes(type, dim)));
   return assembly;
 }
 

@@ -25,9 +25,9 @@ namespace emb::service {
 class AssemblyRows final : public TableRows {
  public:
   // slots x slot_rows rows of `dim` elements of `type` (an answer type) on check.device().
-  static absl::StatusOr<std::unique_ptr<AssemblyRows>> Create(const CudaCheck& check,
-                                                              DataType type, int64_t dim,
-                                                              int slots, int64_t slot_rows);
+  static absl::StatusOr<std::unique_ptr<AssemblyRows>> Create(const CudaCheck& check, DataType type,
+                                                              int64_t dim, int slots,
+                                                              int64_t slot_rows);
 
   // Where block `slot`'s row `row` is, in device memory.
   std::byte* RowAt(int slot, int64_t row) const;
