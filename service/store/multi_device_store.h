@@ -71,6 +71,9 @@ class MultiDeviceStore final : public EmbeddingStore {
   void set_part_observer(PartObserver observer) { observer_ = std::move(observer); }
   // The part that holds `id` (a row of this store, from 0) for rows; 0 for replicas.
   int OwnerOf(int64_t id) const;
+  // GPU memory the row split's answers are put together in (in info().device_bytes, besides the
+  // parts'); 0 without an assembly.
+  size_t assembly_bytes() const { return assembly_ != nullptr ? assembly_->device_bytes : 0; }
 
   using EmbeddingStore::LookUp;
   void LookUp(const LookUpBatch& batch, Done done) override;

@@ -240,11 +240,15 @@ TEST_P(MultiDeviceStoreTest, RowSplitSaysWhereEachPartIs) {
   EXPECT_EQ((*multi)->OwnerOf(9), 2);
   EXPECT_EQ(info.device, absl::StrCat(info.parts[0].device, ",", info.parts[1].device, ",",
                                       info.parts[2].device));
+  // The parts' memory, and on GPUs the memory the answers are put together in.
   size_t device_bytes = 0;
+  bool all_gpus = true;
   for (const DevicePart& part : info.parts) {
     device_bytes += part.device_bytes;
+    all_gpus = all_gpus && part.device != "cpu";
   }
-  EXPECT_EQ(info.device_bytes, device_bytes);
+  EXPECT_EQ((*multi)->assembly_bytes() > 0, all_gpus);
+  EXPECT_EQ(info.device_bytes, device_bytes + (*multi)->assembly_bytes());
 }
 
 TEST_P(MultiDeviceStoreTest, PooledBagsOverSplitRowsAnswerAsOneDevice) {
