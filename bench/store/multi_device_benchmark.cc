@@ -191,7 +191,7 @@ int Run(int argc, char** argv) {
   };
   row("one GPU", devices->front().name(), *base);
   int failures = 0;
-  // The row split put together on the device (as the server does) and on the host (as it did).
+  // The row split put together on the device (as the server does) and in host memory.
   struct Case {
     std::string name;
     Placement placement;
@@ -199,7 +199,7 @@ int Run(int argc, char** argv) {
   };
   const Case cases[] = {
       {"rows", Placement::kRowSharded, RowAssemblyOn(*devices, options)},
-      {"rows, put together on the host", Placement::kRowSharded, nullptr},
+      {"rows, put together on the host", Placement::kRowSharded, HostRowAssembly(options)},
       {"replicas", Placement::kReplicated, nullptr},
   };
   for (const Case& c : cases) {

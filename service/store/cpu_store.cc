@@ -12,12 +12,18 @@ namespace emb::service {
 absl::StatusOr<std::unique_ptr<CpuStore>> CpuStore::Create(const TableSource& source,
                                                            const StoreOptions& options) {
   ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows, source.ReadAll());
-  return std::unique_ptr<CpuStore>(new CpuStore(source, std::move(rows), options));
+  return std::unique_ptr<CpuStore>(
+      new CpuStore(TableInfo::Of(source, "cpu"), std::move(rows), options));
 }
 
-CpuStore::CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
-                   const StoreOptions& options)
-    : EmbeddingStore(TableInfo::Of(source, "cpu"), options.max_batch_ids),
+std::unique_ptr<CpuStore> CpuStore::CreateOver(TableInfo info, std::unique_ptr<HugePageRows> rows,
+                                               const StoreOptions& options) {
+  info.device = "cpu";
+  return std::unique_ptr<CpuStore>(new CpuStore(std::move(info), std::move(rows), options));
+}
+
+CpuStore::CpuStore(TableInfo info, std::unique_ptr<HugePageRows> rows, const StoreOptions& options)
+    : EmbeddingStore(std::move(info), options.max_batch_ids),
       clock_(options.clock),
       data_(std::move(rows)) {}
 

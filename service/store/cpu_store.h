@@ -20,6 +20,10 @@ class CpuStore final : public EmbeddingStore {
   // and options.clock. Errors from TableSource::ReadAll().
   static absl::StatusOr<std::unique_ptr<CpuStore>> Create(const TableSource& source,
                                                           const StoreOptions& options);
+  // A store over `rows` that were not read from a table source (a row split's staging rows,
+  // MultiDeviceStore), described by `info`.
+  static std::unique_ptr<CpuStore> CreateOver(TableInfo info, std::unique_ptr<HugePageRows> rows,
+                                              const StoreOptions& options);
 
   // Gathers into `outs` on the calling thread and calls `done` before returning.
   using EmbeddingStore::LookUp;
@@ -34,8 +38,7 @@ class CpuStore final : public EmbeddingStore {
   absl::Status SwapTable(PreparedTable& table) override;
 
  private:
-  CpuStore(const TableSource& source, std::unique_ptr<HugePageRows> rows,
-           const StoreOptions& options);
+  CpuStore(TableInfo info, std::unique_ptr<HugePageRows> rows, const StoreOptions& options);
 
   Clock* const clock_;
   std::unique_ptr<HugePageRows> data_;  // replaced only by SwapTable, at a batch boundary

@@ -1,15 +1,12 @@
 #include "service/store/multi_device_store.h"
 
 #include <algorithm>
-#include <cstring>
-#include <numeric>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
-#include "kernels/cpu_gather.h"
 #include "service/common/status_macros.h"
 
 namespace emb::service {
@@ -35,46 +32,17 @@ void Merge(const StageTimes& part, StageTimes& all) {
   all.host_copy += part.host_copy;
 }
 
-// Writes answer rows one after another into the callers' spans (whole rows, in order).
-class RowWriter {
- public:
-  RowWriter(absl::Span<const AnswerSpan> outs, size_t row_bytes)
-      : outs_(outs), row_bytes_(row_bytes) {}
-  // Where the next row goes.
-  std::byte* Next() {
-    while (offset_ == outs_[span_].host.size()) {
-      ++span_;
-      offset_ = 0;
-    }
-    std::byte* row = outs_[span_].host.data() + offset_;
-    offset_ += row_bytes_;
-    return row;
-  }
-
- private:
-  absl::Span<const AnswerSpan> outs_;
-  const size_t row_bytes_;
-  size_t span_ = 0;
-  size_t offset_ = 0;
-};
-
 }  // namespace
 
-// One batch split over the parts: what each part gathers, and what the answer needs from it.
+// One batch split over the parts: what each part gathers, and where its rows go.
 struct MultiDeviceStore::ShardedBatch {
   LookUpBatch batch;  // the caller's (its spans live until `done`)
   Done done;
-  DataType stage_type = DataType::kFloat32;  // what the parts answer in
-  size_t stage_row_bytes = 0;
-  // Per part: its ids (its own, from 0), the rows it answers (on the host; none with an
-  // assembly), and its span over them.
+  // Per part: its ids (its own, from 0), and its span of the block's staging rows.
   std::vector<std::vector<int64_t>> ids;
-  std::vector<std::unique_ptr<std::byte[]>> rows;  // left uninitialized: the parts write all
   std::vector<AnswerSpan> spans;
-  // For each id of the batch: its row's place in its owner's answer.
-  std::vector<uint32_t> place;
-  // With an assembly: the block of its staging rows the parts write, and for each id of the
-  // batch the row of the assembly's store that holds its row.
+  // The block of the assembly's staging rows the parts write, and for each id of the batch the
+  // row of the assembly's store that holds its row.
   int block = -1;
   std::vector<int64_t> staged_ids;
   std::atomic<int> remaining{0};  // parts not yet ended, plus one while they are being started
@@ -119,10 +87,8 @@ absl::StatusOr<std::unique_ptr<MultiDeviceStore>> MultiDeviceStore::Create(
     parts.push_back(std::move(part));
   }
   std::unique_ptr<RowAssembly> assembly;
-  if (placement == Placement::kRowSharded && make_assembly) {
+  if (placement == Placement::kRowSharded) {
     ASSIGN_OR_RETURN(assembly, make_assembly(info, max_batch_ids));
-  }
-  if (assembly != nullptr) {
     info.device_bytes += assembly->device_bytes;
   }
   return std::unique_ptr<MultiDeviceStore>(
@@ -169,7 +135,7 @@ int MultiDeviceStore::max_inflight_batches() const {
   if (info().placement == Placement::kReplicated) {
     return sum;
   }
-  return assembly_ != nullptr ? std::min(least, assembly_->slots) : least;
+  return std::min(least, assembly_->slots);
 }
 
 std::optional<CacheStats> MultiDeviceStore::cache_stats() const {
@@ -231,40 +197,30 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
   ShardedBatch& s = *sharded;
   s.batch = batch;
   s.done = std::move(done);
-  // The assembly's type; on the host, bags are pooled from their rows' float32 values, and
-  // without bags the parts answer in the answer's type.
-  if (assembly_ != nullptr) {
-    s.stage_type = assembly_->type;
-  } else {
-    s.stage_type = batch.bags.count() > 0 ? DataType::kFloat32 : batch.out_type;
-  }
-  s.stage_row_bytes = static_cast<size_t>(info().dim) * ElementSize(s.stage_type);
   s.ids.resize(n);
-  s.rows.resize(n);
   s.spans.resize(n);
-  s.place.resize(batch.ids.size());
+  // Each id's place among its owner's ids, then among the block's rows: part k's rows follow the
+  // earlier parts' (first[k]).
+  std::vector<uint32_t> place(batch.ids.size());
   for (size_t i = 0; i < batch.ids.size(); ++i) {
     const int64_t id = batch.ids[i];
     const int k = OwnerOf(id);
-    s.place[i] = static_cast<uint32_t>(s.ids[k].size());
+    place[i] = static_cast<uint32_t>(s.ids[k].size());
     s.ids[k].push_back(parts_[k]->rows.ToLocal(id));
   }
+  std::vector<int64_t> first(n, 0);
   int started = 0;
   for (size_t k = 0; k < n; ++k) {
     started += s.ids[k].empty() ? 0 : 1;
-  }
-  // Part k's rows go to its stretch of the block, after the earlier parts' (first[k]).
-  std::vector<int64_t> first(n, 0);
-  if (assembly_ != nullptr) {
-    s.block = AcquireBlock();
-    for (size_t k = 1; k < n; ++k) {
+    if (k > 0) {
       first[k] = first[k - 1] + static_cast<int64_t>(s.ids[k - 1].size());
     }
-    const int64_t block_start = s.block * assembly_->block_rows;
-    s.staged_ids.resize(batch.ids.size());
-    for (size_t i = 0; i < batch.ids.size(); ++i) {
-      s.staged_ids[i] = block_start + first[OwnerOf(batch.ids[i])] + s.place[i];
-    }
+  }
+  s.block = AcquireBlock();
+  const int64_t block_start = s.block * assembly_->block_rows;
+  s.staged_ids.resize(batch.ids.size());
+  for (size_t i = 0; i < batch.ids.size(); ++i) {
+    s.staged_ids[i] = block_start + first[OwnerOf(batch.ids[i])] + place[i];
   }
   s.remaining.store(started + 1, std::memory_order_relaxed);
   auto part_done = [this, sharded](int k) {
@@ -289,16 +245,10 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
     if (s.ids[k].empty()) {
       continue;
     }
-    const size_t bytes = s.ids[k].size() * s.stage_row_bytes;
-    if (assembly_ != nullptr) {
-      s.spans[k] = AnswerSpan::OnDevice(assembly_->row_at(s.block, first[k]), bytes);
-    } else {
-      s.rows[k].reset(new std::byte[bytes]);
-      s.spans[k] = AnswerSpan{absl::MakeSpan(s.rows[k].get(), bytes), nullptr};
-    }
+    s.spans[k] = assembly_->rows_at(s.block, first[k], static_cast<int64_t>(s.ids[k].size()));
     LookUpBatch part_batch;
     part_batch.ids = s.ids[k];
-    part_batch.out_type = s.stage_type;
+    part_batch.out_type = assembly_->type;
     part_batch.outs = absl::MakeConstSpan(&s.spans[k], 1);
     parts_[k]->store->LookUp(part_batch, part_done(static_cast<int>(k)));
   }
@@ -309,10 +259,6 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
 
 void MultiDeviceStore::Assemble(const std::shared_ptr<ShardedBatch>& sharded) {
   ShardedBatch& s = *sharded;
-  if (assembly_ == nullptr) {
-    AssembleOnHost(s);
-    return;
-  }
   absl::Status status;
   StageTimes times;
   {
@@ -338,67 +284,6 @@ void MultiDeviceStore::Assemble(const std::shared_ptr<ShardedBatch>& sharded) {
         times.host_copy += last.host_copy;
         sharded->done(status, times);
       });
-}
-
-void MultiDeviceStore::AssembleOnHost(ShardedBatch& s) const {
-  absl::Status status;
-  StageTimes times;
-  {
-    absl::MutexLock lock(&s.mu);
-    status = s.status;
-    times = s.times;
-  }
-  if (!status.ok()) {
-    s.done(status, times);
-    return;
-  }
-  const absl::Time start = absl::Now();
-  const LookUpBatch& b = s.batch;
-  const int64_t dim = info().dim;
-  const size_t out_row_bytes = static_cast<size_t>(dim) * ElementSize(b.out_type);
-  if (absl::Status check = CheckRowsOut(b.answer_rows(), out_row_bytes, b.outs, b.plain_ids());
-      !check.ok()) {
-    s.done(check, times);
-    return;
-  }
-  auto staged = [&](size_t i) {
-    const int k = OwnerOf(b.ids[i]);
-    return s.rows[k].get() + static_cast<size_t>(s.place[i]) * s.stage_row_bytes;
-  };
-  RowWriter out(b.outs, out_row_bytes);
-  const size_t plain = b.plain_ids();
-  for (size_t i = 0; i < plain; ++i) {
-    if (s.stage_type == b.out_type) {
-      std::memcpy(out.Next(), staged(i), out_row_bytes);
-    } else {
-      kernels::CpuConvert(staged(i), s.stage_type, dim, b.out_type, out.Next());
-    }
-  }
-  if (const size_t bags = b.bags.count(); bags > 0) {
-    // The pooled ids' float32 rows in id order, pooled as the single-device kernels pool.
-    const size_t pooled = b.ids.size() - plain;
-    std::vector<std::byte> rows(pooled * s.stage_row_bytes);
-    for (size_t i = 0; i < pooled; ++i) {
-      std::memcpy(rows.data() + i * s.stage_row_bytes, staged(plain + i), s.stage_row_bytes);
-    }
-    std::vector<int64_t> ids(pooled);
-    std::iota(ids.begin(), ids.end(), int64_t{0});
-    std::vector<int64_t> offsets(b.bags.offsets.begin(), b.bags.offsets.end());
-    for (int64_t& o : offsets) {
-      o -= static_cast<int64_t>(plain);
-    }
-    kernels::Bags pool{ids, offsets, {}, b.bags.scales};
-    if (!b.bags.weights.empty()) {
-      pool.weights = b.bags.weights.subspan(plain);
-    }
-    std::vector<std::byte> answer(bags * out_row_bytes);
-    kernels::CpuPooledGather(rows.data(), DataType::kFloat32, dim, pool, b.out_type, answer.data());
-    for (size_t bag = 0; bag < bags; ++bag) {
-      std::memcpy(out.Next(), answer.data() + bag * out_row_bytes, out_row_bytes);
-    }
-  }
-  times.host_copy += absl::ToDoubleSeconds(absl::Now() - start);
-  s.done(absl::OkStatus(), times);
 }
 
 absl::StatusOr<std::unique_ptr<PreparedRows>> MultiDeviceStore::PrepareRows(

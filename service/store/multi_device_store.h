@@ -6,13 +6,12 @@
 //     Updates and versions go to every part.
 //   rows (Placement::kRowSharded): part k holds block k of the rows (ShardSpec's arithmetic: the
 //     rows in blocks of ceil(rows / parts)), so a table larger than one device is served. A
-//     batch's ids are split by owner and every part gathers its own ids at once. On GPUs the
-//     parts copy their rows into one block of a RowAssembly's staging rows on the first device,
-//     and, as the last part ends, one gather over that block puts them in the callers' order and
-//     pools the bags there, as one device does (the answer is bit for bit a single device's).
-//     Elsewhere (CPU parts) the rows are put in the callers' answers on the host: a batch with
-//     bags gathers its rows as float32 (the table's values, exactly) and pools them in id order
-//     with kernels::CpuPooledGather's arithmetic.
+//     batch's ids are split by owner and every part gathers its own ids at once into its stretch
+//     of one block of a RowAssembly's staging rows; as the last part ends, the assembly's store
+//     answers the caller's batch from that block (each id replaced by its row's place in it), so
+//     the rows are put in order, converted and pooled as one device does (the answer is bit for
+//     bit a single device's). On GPUs the staging rows are on the first one; with a CPU among the
+//     devices, in host memory (store_factory's RowAssemblyOn).
 // Thread-safe as the parts are.
 #ifndef EMB_SERVICE_STORE_MULTI_DEVICE_STORE_H_
 #define EMB_SERVICE_STORE_MULTI_DEVICE_STORE_H_
@@ -33,17 +32,17 @@
 
 namespace emb::service {
 
-// Where a row split's answers are put together on a device: a store (`store`) whose rows are
-// `slots` blocks of `block_rows` staging rows of `type` (a batch's ids at most), block b's row r
-// being the store's row b * block_rows + r, at device address row_at(b, r), which the parts
-// write (store_factory's CreateRowAssembly).
+// Where a row split's answers are put together: a store (`store`) whose rows are `slots` blocks
+// of `block_rows` staging rows of `type` (a batch's ids at most), block b's row r being the
+// store's row b * block_rows + r. rows_at(b, r, n) is the span a part writes rows r .. r + n of
+// block b through (store_factory's RowAssemblyOn).
 struct RowAssembly {
   std::unique_ptr<EmbeddingStore> store;
-  std::function<std::byte*(int block, int64_t row)> row_at;
+  std::function<AnswerSpan(int block, int64_t row, int64_t rows)> rows_at;
   DataType type = DataType::kFloat32;
   int slots = 0;
   int64_t block_rows = 0;
-  size_t device_bytes = 0;  // the staging rows and the store's batch buffers
+  size_t device_bytes = 0;  // GPU memory: the staging rows and the store's batch buffers
 };
 
 class MultiDeviceStore final : public EmbeddingStore {
@@ -54,25 +53,24 @@ class MultiDeviceStore final : public EmbeddingStore {
   // Called as each part ends its share of a batch: which part, its stage times, and how many ids
   // it gathered (per-device metrics).
   using PartObserver = std::function<void(int part, const StageTimes& times, size_t ids)>;
-  // Makes the assembly of a row split of `table` (batches of up to `max_batch_ids` ids), or
-  // nullptr where its answers are put together on the host.
+  // Makes the assembly of a row split of `table` (batches of up to `max_batch_ids` ids).
   using AssemblyFactory = std::function<absl::StatusOr<std::unique_ptr<RowAssembly>>(
       const TableInfo& table, int64_t max_batch_ids)>;
 
   // Makes `devices` parts of `source` with `make_part`, placed as `placement` (kReplicated or
   // kRowSharded). `devices` names each part's device for TableInfo. Errors: the parts' own, and
   // INVALID_ARGUMENT for fewer than two devices or a row split that leaves a device no rows.
-  // A row split is put together by `make_assembly`'s assembly where it makes one.
+  // A row split's answers are put together by `make_assembly`'s assembly (unused for replicas).
   static absl::StatusOr<std::unique_ptr<MultiDeviceStore>> Create(
       const TableSource& source, Placement placement, const std::vector<std::string>& devices,
-      const PartFactory& make_part, const AssemblyFactory& make_assembly = nullptr);
+      const PartFactory& make_part, const AssemblyFactory& make_assembly);
 
   // Set before the first LookUp.
   void set_part_observer(PartObserver observer) { observer_ = std::move(observer); }
   // The part that holds `id` (a row of this store, from 0) for rows; 0 for replicas.
   int OwnerOf(int64_t id) const;
   // GPU memory the row split's answers are put together in (in info().device_bytes, besides the
-  // parts'); 0 without an assembly.
+  // parts'); 0 for replicas and for staging rows in host memory.
   size_t assembly_bytes() const { return assembly_ != nullptr ? assembly_->device_bytes : 0; }
 
   using EmbeddingStore::LookUp;
@@ -105,17 +103,16 @@ class MultiDeviceStore final : public EmbeddingStore {
 
   void LookUpReplicated(const LookUpBatch& batch, Done done);
   void LookUpSharded(const LookUpBatch& batch, Done done);
-  // After every part of `batch` has ended: its answer put together (by the assembly's store, or
-  // on the host), and its caller's `done`.
+  // After every part of `batch` has ended: its answer put together by the assembly's store, and
+  // its caller's `done`.
   void Assemble(const std::shared_ptr<ShardedBatch>& batch);
-  void AssembleOnHost(ShardedBatch& batch) const;
   // A free block of the assembly's staging rows, waiting for one while all are taken.
   int AcquireBlock();
   void ReleaseBlock(int block);
 
   const std::vector<std::unique_ptr<Part>> parts_;
   const RowRange::Blocks blocks_;                // rows: which part holds a row of this store
-  const std::unique_ptr<RowAssembly> assembly_;  // rows on GPUs; else nullptr
+  const std::unique_ptr<RowAssembly> assembly_;  // rows; nullptr for replicas
   absl::Mutex blocks_mu_;
   std::vector<int> free_blocks_ ABSL_GUARDED_BY(blocks_mu_);
   std::atomic<uint32_t> next_{0};  // replicas: where the search for the least busy starts

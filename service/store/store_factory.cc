@@ -1,5 +1,7 @@
 #include "service/store/store_factory.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/store/cpu_store.h"
@@ -28,44 +30,78 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> CreateStore(const TableSource& s
 #endif
 }
 
+namespace {
+
+// The staging rows of a row split of `table`: in the table's type where that is a value type (so
+// conversions and pooling read what one device's kernels read), else float32 (a quantized
+// table's values); `slots` blocks of `block_rows`.
+TableInfo AssemblyInfo(const TableInfo& table, int slots, int64_t block_rows) {
+  TableInfo info;
+  info.name = absl::StrCat(table.name, " (row split assembly)");
+  info.rows = static_cast<int64_t>(slots) * block_rows;
+  info.dim = table.dim;
+  info.dtype = IsValueType(table.dtype) ? table.dtype : DataType::kFloat32;
+  info.ids = RowRange::Whole(info.rows);
+  return info;
+}
+
+}  // namespace
+
+MultiDeviceStore::AssemblyFactory HostRowAssembly(const StoreOptions& options) {
+  return [options](const TableInfo& table,
+                   int64_t block_rows) -> absl::StatusOr<std::unique_ptr<RowAssembly>> {
+    const int slots = options.inflight_batches;
+    TableInfo info = AssemblyInfo(table, slots, block_rows);
+    const size_t row_bytes = RowBytes(info.dtype, info.dim);
+    ASSIGN_OR_RETURN(std::unique_ptr<HugePageRows> rows,
+                     HugePageRows::Allocate(static_cast<size_t>(info.rows) * row_bytes,
+                                            absl::StrCat("the staging rows of ", info.name)));
+    auto assembly = std::make_unique<RowAssembly>();
+    std::byte* base = rows->mutable_data();
+    assembly->rows_at = [base, block_rows, row_bytes](int block, int64_t row, int64_t n) {
+      std::byte* first = base + static_cast<size_t>(block * block_rows + row) * row_bytes;
+      return AnswerSpan{absl::MakeSpan(first, static_cast<size_t>(n) * row_bytes), nullptr};
+    };
+    assembly->type = info.dtype;
+    assembly->slots = slots;
+    assembly->block_rows = block_rows;
+    assembly->store = CpuStore::CreateOver(std::move(info), std::move(rows), options);
+    return assembly;
+  };
+}
+
 MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devices,
                                                 const StoreOptions& options) {
-  for (const Device& d : devices) {
-    if (!d.cuda) {
-      return nullptr;
-    }
+  const bool gpus =
+      std::all_of(devices.begin(), devices.end(), [](const Device& d) { return d.cuda; });
+  if (!gpus) {
+    return HostRowAssembly(options);
   }
 #if EMB_HAVE_CUDA
   const int device = devices.front().index;
   return [device, options](const TableInfo& table,
-                           int64_t max_batch_ids) -> absl::StatusOr<std::unique_ptr<RowAssembly>> {
-    // The rows staged as the table holds them where that is a value type (so conversions and
-    // pooling read what one device's kernels read), else as float32 (a quantized table's values).
-    const DataType type = IsValueType(table.dtype) ? table.dtype : DataType::kFloat32;
+                           int64_t block_rows) -> absl::StatusOr<std::unique_ptr<RowAssembly>> {
     const int slots = options.inflight_batches;
+    TableInfo info = AssemblyInfo(table, slots, block_rows);
+    const size_t row_bytes = RowBytes(info.dtype, info.dim);
     const CudaCheck check(device, options.on_device_lost);
     ASSIGN_OR_RETURN(std::unique_ptr<AssemblyRows> rows,
-                     AssemblyRows::Create(check, type, table.dim, slots, max_batch_ids));
+                     AssemblyRows::Create(check, info.dtype, info.dim, slots, block_rows));
     auto assembly = std::make_unique<RowAssembly>();
     AssemblyRows* staging = rows.get();
-    assembly->row_at = [staging](int block, int64_t row) { return staging->RowAt(block, row); };
-    assembly->type = type;
+    assembly->rows_at = [staging, row_bytes](int block, int64_t row, int64_t n) {
+      return AnswerSpan::OnDevice(staging->RowAt(block, row), static_cast<size_t>(n) * row_bytes);
+    };
+    assembly->type = info.dtype;
     assembly->slots = slots;
-    assembly->block_rows = max_batch_ids;
+    assembly->block_rows = block_rows;
     assembly->device_bytes = rows->bytes() + GpuStore::BatchBufferBytes(options, table.dim);
-    TableInfo info;
-    info.name = absl::StrCat(table.name, " (row split assembly)");
-    info.rows = static_cast<int64_t>(slots) * max_batch_ids;
-    info.dim = table.dim;
-    info.dtype = type;
-    info.ids = RowRange::Whole(info.rows);
     ASSIGN_OR_RETURN(assembly->store,
                      GpuStore::CreateOver(std::move(info), std::move(rows), device, options));
     return assembly;
   };
 #else
-  (void)options;
-  return nullptr;
+  return HostRowAssembly(options);  // not reached: ResolveDevices finds no GPU in this build
 #endif
 }
 

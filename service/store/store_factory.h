@@ -24,9 +24,12 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> CreateStore(const TableSource& s
 
 // How the answers of a table split by rows over `devices` (MultiDeviceStore) are put together:
 // in staging rows on the first device, by a GpuStore over them (AssemblyRows), where every device
-// is a GPU; else nullptr (on the host).
+// is a GPU; else as HostRowAssembly.
 MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devices,
                                                 const StoreOptions& options);
+// In staging rows in host memory, by a CpuStore over them (the parts' rows copied there; on a GPU
+// part through its pinned buffer).
+MultiDeviceStore::AssemblyFactory HostRowAssembly(const StoreOptions& options);
 
 // The host memory that `device` writes answers into fastest, for the device's AnswerBufferPool:
 // pinned memory mapped into a GPU's address space (PinnedAnswerMemory); nullptr for the CPU,
