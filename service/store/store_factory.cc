@@ -7,7 +7,7 @@
 #include "service/store/cpu_store.h"
 
 #if EMB_HAVE_CUDA
-#include "service/store/gpu/assembly_rows.h"
+#include "service/store/gpu/device_rows.h"
 #include "service/store/gpu/gpu_store.h"
 #include "service/store/gpu/pinned_answer_memory.h"
 #endif
@@ -85,12 +85,13 @@ MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devic
     TableInfo info = AssemblyInfo(table, slots, block_rows);
     const size_t row_bytes = RowBytes(info.dtype, info.dim);
     const CudaCheck check(device, options.on_device_lost);
-    ASSIGN_OR_RETURN(std::unique_ptr<AssemblyRows> rows,
-                     AssemblyRows::Create(check, info.dtype, info.dim, slots, block_rows));
+    ASSIGN_OR_RETURN(std::unique_ptr<DeviceRows> rows,
+                     DeviceRows::CreateStaging(check, options, info.dtype, info.rows, info.dim));
     auto assembly = std::make_unique<RowAssembly>();
-    AssemblyRows* staging = rows.get();
-    assembly->rows_at = [staging, row_bytes](int block, int64_t row, int64_t n) {
-      return AnswerSpan::OnDevice(staging->RowAt(block, row), static_cast<size_t>(n) * row_bytes);
+    DeviceRows* staging = rows.get();
+    assembly->rows_at = [staging, block_rows, row_bytes](int block, int64_t row, int64_t n) {
+      return AnswerSpan::OnDevice(staging->row_at(block * block_rows + row),
+                                  static_cast<size_t>(n) * row_bytes);
     };
     assembly->type = info.dtype;
     assembly->slots = slots;

@@ -19,18 +19,27 @@ using DevicePreparedTable = PreparedTableOf<kernels::DeviceBuffer<std::byte>>;
 
 }  // namespace
 
-DeviceRows::DeviceRows(const TableSource& source, const CudaCheck& check,
-                       const StoreOptions& options)
-    : check_(check),
-      options_(options),
-      type_(source.dtype()),
-      rows_(source.rows()),
-      dim_(source.dim()) {}
+DeviceRows::DeviceRows(const CudaCheck& check, const StoreOptions& options, DataType type,
+                       int64_t rows, int64_t dim)
+    : check_(check), options_(options), type_(type), rows_(rows), dim_(dim) {}
+
+absl::StatusOr<std::unique_ptr<DeviceRows>> DeviceRows::CreateStaging(const CudaCheck& check,
+                                                                      const StoreOptions& options,
+                                                                      DataType type, int64_t rows,
+                                                                      int64_t dim) {
+  auto staging = std::unique_ptr<DeviceRows>(new DeviceRows(check, options, type, rows, dim));
+  RETURN_IF_ERROR(check(cudaSetDevice(check.device()), "cudaSetDevice"));
+  ASSIGN_OR_RETURN(staging->tuning_, kernels::GetGatherTuning(check.device()));
+  ASSIGN_OR_RETURN(staging->table_, kernels::DeviceBuffer<std::byte>::Allocate(
+                                        static_cast<size_t>(rows) * RowBytes(type, dim)));
+  return staging;
+}
 
 absl::StatusOr<std::unique_ptr<DeviceRows>> DeviceRows::Create(const TableSource& source,
                                                                const CudaCheck& check,
                                                                const StoreOptions& options) {
-  auto rows = std::unique_ptr<DeviceRows>(new DeviceRows(source, check, options));
+  auto rows = std::unique_ptr<DeviceRows>(
+      new DeviceRows(check, options, source.dtype(), source.rows(), source.dim()));
   const absl::Time start = options.clock->Now();
   ASSIGN_OR_RETURN(rows->tuning_, kernels::GetGatherTuning(check.device()));
   ASSIGN_OR_RETURN(rows->table_, rows->Upload(source, &rows->load_stats_));

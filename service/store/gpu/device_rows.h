@@ -30,6 +30,17 @@ class DeviceRows final : public TableRows {
   static absl::StatusOr<std::unique_ptr<DeviceRows>> Create(const TableSource& source,
                                                             const CudaCheck& check,
                                                             const StoreOptions& options);
+  // `rows` rows of `dim` elements of `type`, uninitialized: staging rows that others write (a row
+  // split's assembly, store_factory's RowAssemblyOn), through row_at.
+  static absl::StatusOr<std::unique_ptr<DeviceRows>> CreateStaging(const CudaCheck& check,
+                                                                   const StoreOptions& options,
+                                                                   DataType type, int64_t rows,
+                                                                   int64_t dim);
+  // Row `row` in device memory.
+  std::byte* row_at(int64_t row) const {
+    return table_.data() + static_cast<size_t>(row) * RowBytes(type_, dim_);
+  }
+  size_t bytes() const { return table_.size(); }
 
   kernels::DeviceBags Bags() const override;
   absl::Status Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
@@ -44,7 +55,8 @@ class DeviceRows final : public TableRows {
   const LoadStats& load_stats() const override { return load_stats_; }
 
  private:
-  DeviceRows(const TableSource& source, const CudaCheck& check, const StoreOptions& options);
+  DeviceRows(const CudaCheck& check, const StoreOptions& options, DataType type, int64_t rows,
+             int64_t dim);
   // A device buffer of `source`'s rows.
   absl::StatusOr<kernels::DeviceBuffer<std::byte>> Upload(const TableSource& source,
                                                           LoadStats* stats) const;
