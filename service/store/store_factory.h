@@ -23,8 +23,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> CreateStore(const TableSource& s
                                                             const StoreOptions& options);
 
 // How the answers of a table split by rows over `devices` (MultiDeviceStore) are put together:
-// in staging rows on the first device, by a GpuStore over them (DeviceRows::CreateStaging), where every device
-// is a GPU; else as HostRowAssembly.
+// in staging rows on the first device, by a GpuStore over them (DeviceRows::CreateStaging), where
+// every device is a GPU; else as HostRowAssembly.
 MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devices,
                                                 const StoreOptions& options);
 // In staging rows in host memory, by a CpuStore over them (the parts' rows copied there; on a GPU

@@ -56,7 +56,8 @@ class GpuStore final : public EmbeddingStore {
   static absl::StatusOr<std::unique_ptr<GpuStore>> Create(const TableSource& source, int device,
                                                           const StoreOptions& options);
   // A store over `rows` that were not loaded from a table source (a row split's staging rows,
-  // DeviceRows::CreateStaging), described by `info`; slots and completion threads as Create makes them.
+  // DeviceRows::CreateStaging), described by `info`; slots and completion threads as Create makes
+  // them.
   static absl::StatusOr<std::unique_ptr<GpuStore>> CreateOver(TableInfo info,
                                                               std::unique_ptr<TableRows> rows,
                                                               int device,
