@@ -199,12 +199,14 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
   s.done = std::move(done);
   s.ids.resize(n);
   s.spans.resize(n);
-  // Each id's place among its owner's ids, then among the block's rows: part k's rows follow the
-  // earlier parts' (first[k]).
+  // Each id's owner and place among its owner's ids, then among the block's rows: part k's rows
+  // follow the earlier parts' (first[k]).
+  std::vector<int> owner(batch.ids.size());
   std::vector<uint32_t> place(batch.ids.size());
   for (size_t i = 0; i < batch.ids.size(); ++i) {
     const int64_t id = batch.ids[i];
     const int k = OwnerOf(id);
+    owner[i] = k;
     place[i] = static_cast<uint32_t>(s.ids[k].size());
     s.ids[k].push_back(parts_[k]->rows.ToLocal(id));
   }
@@ -220,7 +222,7 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
   const int64_t block_start = s.block * assembly_->block_rows;
   s.staged_ids.resize(batch.ids.size());
   for (size_t i = 0; i < batch.ids.size(); ++i) {
-    s.staged_ids[i] = block_start + first[OwnerOf(batch.ids[i])] + place[i];
+    s.staged_ids[i] = block_start + first[owner[i]] + place[i];
   }
   s.remaining.store(started + 1, std::memory_order_relaxed);
   auto part_done = [this, sharded](int k) {
@@ -248,7 +250,7 @@ void MultiDeviceStore::LookUpSharded(const LookUpBatch& batch, Done done) {
     s.spans[k] = assembly_->rows_at(s.block, first[k], static_cast<int64_t>(s.ids[k].size()));
     LookUpBatch part_batch;
     part_batch.ids = s.ids[k];
-    part_batch.out_type = assembly_->type;
+    part_batch.out_type = assembly_->store->info().dtype;
     part_batch.outs = absl::MakeConstSpan(&s.spans[k], 1);
     parts_[k]->store->LookUp(part_batch, part_done(static_cast<int>(k)));
   }

@@ -33,13 +33,12 @@
 namespace emb::service {
 
 // Where a row split's answers are put together: a store (`store`) whose rows are `slots` blocks
-// of `block_rows` staging rows of `type` (a batch's ids at most), block b's row r being the
-// store's row b * block_rows + r. rows_at(b, r, n) is the span a part writes rows r .. r + n of
+// of `block_rows` staging rows (a batch's ids at most) of its table's type, block b's row r being
+// the store's row b * block_rows + r. rows_at(b, r, n) is the span a part writes rows r .. r + n of
 // block b through (store_factory's RowAssemblyOn).
 struct RowAssembly {
   std::unique_ptr<EmbeddingStore> store;
   std::function<AnswerSpan(int block, int64_t row, int64_t rows)> rows_at;
-  DataType type = DataType::kFloat32;
   int slots = 0;
   int64_t block_rows = 0;
   size_t device_bytes = 0;  // GPU memory: the staging rows and the store's batch buffers

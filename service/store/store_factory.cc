@@ -62,7 +62,6 @@ MultiDeviceStore::AssemblyFactory HostRowAssembly(const StoreOptions& options) {
       std::byte* first = base + static_cast<size_t>(block * block_rows + row) * row_bytes;
       return AnswerSpan{absl::MakeSpan(first, static_cast<size_t>(n) * row_bytes), nullptr};
     };
-    assembly->type = info.dtype;
     assembly->slots = slots;
     assembly->block_rows = block_rows;
     assembly->store = CpuStore::CreateOver(std::move(info), std::move(rows), options);
@@ -93,7 +92,6 @@ MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devic
       return AnswerSpan::OnDevice(staging->row_at(block * block_rows + row),
                                   static_cast<size_t>(n) * row_bytes);
     };
-    assembly->type = info.dtype;
     assembly->slots = slots;
     assembly->block_rows = block_rows;
     assembly->device_bytes = rows->bytes() + GpuStore::BatchBufferBytes(options, table.dim);
