@@ -1,4 +1,5 @@
-// GatherPathFits and LaunchGatherPlan (gather_plan.h): the one door to the gather launchers.
+// GatherPathFits, LaunchGatherPlan and LaunchCheckedGatherPlan (gather_plan.h): the one door to
+// the gather launchers.
 #include <cuda_runtime_api.h>
 
 #include "kernels/data_type.h"
@@ -48,6 +49,11 @@ cudaError_t LaunchGatherPlan(const GatherTuning& tuning, const GatherPlan& plan,
       !GatherPathFits(tuning, plan.path, problem)) {
     return cudaErrorInvalidValue;
   }
+  return LaunchCheckedGatherPlan(tuning, plan, problem, stream);
+}
+
+cudaError_t LaunchCheckedGatherPlan(const GatherTuning& tuning, const GatherPlan& plan,
+                                    const GatherProblem& problem, cudaStream_t stream) {
   switch (plan.path) {
     case GatherPath::kUnits:
       return gather::LaunchUnits(tuning, plan, problem, stream);

@@ -1,15 +1,18 @@
-// The CUDA gather's launch plan: which kernel serves a gather, and its launch parameters.
+// The CUDA gather's launch plan: which gather kernel serves a lookup of the gather family
+// (LookupFamilyOf, lookup.h), and its launch parameters.
 //
 // PlanGather (the rule, gather_rule.cc) returns the production plan for a gather's shape, and
 // LaunchGatherPlan (gather_launch.cc) validates the arguments and launches a plan through the
-// kernel family's launcher (gather/*_launch.cu). LaunchGather (embedding_lookup.h), which the
-// service calls, is the two in turn. The plan is the rule's output; tests and bench/ build their
-// own to force a path or a grid.
+// kernel family's launcher (gather/*_launch.cu). LaunchLookup (lookup.h), which the service calls,
+// checks its arguments once and launches PlanGather's plan with LaunchCheckedGatherPlan. The plan
+// is the rule's output; tests and bench/ build their own to force a path or a grid.
 //
-// In plain CUDA runtime terms (cudaError_t), so that nvcc never sees Abseil; embedding_lookup.cc
-// turns the errors into a Status. Host header: the only CUDA header it includes is
-// <cuda_runtime_api.h>. Thread-safe (the launchers share only a locked cache of kernel
-// attributes).
+// Private to kernels/ and its testing target (emb::kernels_testing): the service cannot include
+// it (cmake/emb_helpers.cmake, emb_expose; tests/tools/layering_check.py).
+//
+// In plain CUDA runtime terms (cudaError_t), so that nvcc never sees Abseil; lookup.cc turns the
+// errors into a Status. Host header: the only CUDA header it includes is <cuda_runtime_api.h>.
+// Thread-safe (the launchers share only a locked cache of kernel attributes).
 #ifndef EMB_KERNELS_GATHER_PLAN_H_
 #define EMB_KERNELS_GATHER_PLAN_H_
 
@@ -49,7 +52,7 @@ enum class GatherPath : int {
   kColumnPasses = 5,
 };
 
-// What a gather moves: LaunchGather's arguments but the tuning and the stream (see there).
+// What a gather moves: a LookupProblem of the gather family (lookup.h), one id per answer row.
 struct GatherProblem {
   const void* d_table = nullptr;  // num_rows x dim elements of table_type
   DataType table_type = DataType::kFloat32;
@@ -89,8 +92,8 @@ GatherPlan PlanGather(const GatherTuning& tuning, const GatherProblem& problem);
 // for the others, their preconditions (see GatherPath). False for a value that is no path.
 bool GatherPathFits(const GatherTuning& tuning, GatherPath path, const GatherProblem& problem);
 
-// Enqueues the gather of `problem` on `stream` with `plan` (LaunchGather's contract in
-// embedding_lookup.h, with errors as cudaError_t). kUnits picks the widest access (16, 8, 4 or 2
+// Enqueues the gather of `problem` on `stream` with `plan` (LaunchLookup's contract in
+// lookup.h, with errors as cudaError_t). kUnits picks the widest access (16, 8, 4 or 2
 // bytes) that the row length and both pointers' alignment allow. Returns cudaErrorInvalidValue
 // for a bad dtype, dim < 1, num_rows < 0, num_ids < 0, a tuning without multiprocessors, a plan
 // with no valid path or unroll level, null pointers with num_ids > 0, a path that does not fit
@@ -98,6 +101,11 @@ bool GatherPathFits(const GatherTuning& tuning, GatherPath path, const GatherPro
 // (cudaPeekAtLastError). num_ids == 0 launches nothing.
 cudaError_t LaunchGatherPlan(const GatherTuning& tuning, const GatherPlan& plan,
                              const GatherProblem& problem, cudaStream_t stream);
+
+// LaunchGatherPlan without its checks, for a caller that made them (LaunchLookup with PlanGather's
+// plan, which always fits).
+cudaError_t LaunchCheckedGatherPlan(const GatherTuning& tuning, const GatherPlan& plan,
+                                    const GatherProblem& problem, cudaStream_t stream);
 
 }  // namespace emb::kernels
 

@@ -1,5 +1,5 @@
 // GatherTuning: the facts of one device that the CUDA gather plans and launches by, read once
-// (GetGatherTuning in embedding_lookup.h) and passed to every gather on that device. A plain
+// (GetGatherTuning in lookup.h) and passed to every lookup on that device. A plain
 // struct, so that the rule and the launchers (gather_plan.h), which nvcc compiles, see it without
 // Abseil. Host header; no CUDA header at all.
 #ifndef EMB_KERNELS_GATHER_TUNING_H_
@@ -9,7 +9,7 @@
 
 namespace emb::kernels {
 
-// Launch parameters derived once from a device's properties; pass to every LaunchGather on it.
+// Launch parameters derived once from a device's properties; pass to every LaunchLookup on it.
 // A launch picks its kernel by a rule on the shape (PlanGather, gather_rule.cc): with equal
 // table and answer types, rows of 16 KB and more and 16-byte pointers, small tables that the ids
 // use twice or more per row on average go by column slice or by table row (blocks hold rows in

@@ -76,6 +76,12 @@ def load_libs(args):
         g.emb_gather.argtypes = [vp, i32, i64, i64, vp, i64, vp, i32, vp]
         g.emb_gather.restype = i32
         libs["gather"] = g
+    libs["baseline"] = None
+    if args.baseline_lib:
+        b = ctypes.CDLL(args.baseline_lib)
+        b.emb_bags.argtypes = lib.emb_bags.argtypes
+        b.emb_bags.restype = i32
+        libs["baseline"] = b
     libs["cuembed"], libs["cuembed_note"] = None, "skipped: --cuembed-lib not given"
     if args.cuembed_lib:
         if not os.path.isfile(args.cuembed_lib):
@@ -176,6 +182,15 @@ def run_pooled_case(case, libs, budget, stream, gen, results):
         ours()
         row["check"]["ours"] = compare(out, ref, **tol)
         fns["ours"] = ours
+        if libs["baseline"] is not None:
+            def baseline():
+                check_rc(libs["baseline"].emb_bags(
+                    ptr(weight), FLOAT32, rows, dim, ptr(ids), ptr(offsets), bags, bags * per_bag,
+                    ptr(w), ptr(s), ptr(out), FLOAT32, stream), "baseline emb_bags")
+            out.fill_(float("nan"))
+            baseline()
+            row["check"]["baseline"] = compare(out, ref, **tol)
+            fns["baseline"] = baseline
         fns["eager"] = eager
         row["check"]["eager"] = (True, True)
         compiled, got, note = budget.compile(
@@ -211,7 +226,7 @@ def run_pooled_case(case, libs, budget, stream, gen, results):
 def finish_row(row):
     """Ranks the correct kernels other than ours: best other and ours' speed-up against it."""
     others = {k: v for k, v in row["us"].items()
-              if k != "ours" and row["check"].get(k, (False, False))[0]}
+              if k not in ("ours", "baseline") and row["check"].get(k, (False, False))[0]}
     if others:
         best = min(others, key=others.get)
         row["best_other"] = best
@@ -282,10 +297,10 @@ def run_gather_case(case, libs, budget, stream, gen, results):
     out = torch.empty(n, dim, device="cuda", dtype=torch.float16)
     lib, glib = libs["bags"], libs["gather"]
 
-    def ours_bags(table, ttype):
+    def ours_bags(table, ttype, of=lib):
         def call():
-            check_rc(lib.emb_bags(ptr(table), ttype, rows, dim, ptr(ids), None, n, n, None, None,
-                                  ptr(out), FLOAT16, stream), "emb_bags")
+            check_rc(of.emb_bags(ptr(table), ttype, rows, dim, ptr(ids), None, n, n, None, None,
+                                 ptr(out), FLOAT16, stream), "emb_bags")
         return call
 
     tables = [("float16", f16, FLOAT16, lambda t, i: F.embedding(i, t)),
@@ -310,6 +325,11 @@ def run_gather_case(case, libs, budget, stream, gen, results):
         ours()
         row["check"]["ours"] = compare(out, ref, **tol)
         fns["ours"] = ours
+        if libs["baseline"] is not None and ttype != FLOAT16:
+            out.fill_(float("nan"))
+            fns["baseline"] = ours_bags(table, ttype, libs["baseline"])
+            fns["baseline"]()
+            row["check"]["baseline"] = compare(out, ref, **tol)
         row["check"]["eager"] = (True, True)
         fns["eager"] = lambda table=table, torch_fn=torch_fn: torch_fn(table, ids)
         compiled, got, note = budget.compile(torch_fn, table, ids)
@@ -383,6 +403,16 @@ def render(meta, results):
                          f"{cell(r, 'eager')} | {cell(r, 'compile')} | {cps} | {sp} | "
                          f"{'yes' if r['check']['ours'][1] else 'no (allclose)' if r['check']['ours'][0] else 'WRONG'} |")
         lines.append("")
+    based = [r for r in results if "baseline" in r["us"]]
+    if based:
+        lines += ["c. Ours against --baseline-lib's emb_bags (another build), same process and "
+                  "harness (us; ratio = baseline / ours, > 1: ours faster)", "",
+                  "| case | pooling or table | ours | baseline | ratio |",
+                  "| --- | --- | ---: | ---: | ---: |"]
+        for r in based:
+            lines.append(f"| {r['case']} | {r['mode']} | {cell(r, 'ours')} | "
+                         f"{cell(r, 'baseline')} | {r['us']['baseline'] / r['us']['ours']:.3f} |")
+        lines.append("")
     notes = [f"{r['case']} {r['mode']}: {'; '.join(r['notes'])}" for r in results if r["notes"]]
     errors = meta.get("errors", [])
     if notes or errors:
@@ -404,6 +434,8 @@ def main():
     ap.add_argument("--lib", required=True, help="libemb_bag_capi.so")
     ap.add_argument("--gather-lib", default="", help="libemb_gather_capi.so (the float16 gather)")
     ap.add_argument("--cuembed-lib", default="", help="libemb_cuembed_capi.so (optional)")
+    ap.add_argument("--baseline-lib", default="",
+                    help="another build's libemb_bag_capi.so, timed beside ours (section c)")
     ap.add_argument("--out", required=True, help="markdown path; JSON goes next to it")
     ap.add_argument("--quick", action="store_true", help="the first cases only")
     ap.add_argument("--compile-budget-s", type=float, default=300.0,

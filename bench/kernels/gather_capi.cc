@@ -4,53 +4,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <mutex>
 
 #include "absl/status/status.h"
 #include "bench/kernels/gather_variant.h"
 #include "kernels/data_type.h"
-#include "kernels/embedding_lookup.h"
 #include "kernels/gather_plan.h"
-#include "kernels/pooled_lookup.h"
+#include "kernels/lookup.h"
 
 namespace {
-
-constexpr int kMaxDevices = 64;
-
-// Tunings by device, read once each.
-struct TuningCache {
-  std::mutex mu;
-  bool ready[kMaxDevices] = {};
-  emb::kernels::GatherTuning tuning[kMaxDevices];
-};
-
-TuningCache& Cache() {
-  static TuningCache* cache = new TuningCache;  // never destroyed: used at any exit order
-  return *cache;
-}
-
-// The tuning of the current device, or a CUDA error.
-cudaError_t CurrentTuning(emb::kernels::GatherTuning* out) {
-  int device = 0;
-  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
-    return e;
-  }
-  if (device < 0 || device >= kMaxDevices) {
-    return cudaErrorInvalidDevice;
-  }
-  TuningCache& cache = Cache();
-  std::lock_guard<std::mutex> lock(cache.mu);
-  if (!cache.ready[device]) {
-    absl::StatusOr<emb::kernels::GatherTuning> t = emb::kernels::GetGatherTuning(device);
-    if (!t.ok()) {
-      return cudaErrorInvalidValue;
-    }
-    cache.tuning[device] = *t;
-    cache.ready[device] = true;
-  }
-  *out = cache.tuning[device];
-  return cudaSuccess;
-}
 
 bool ToDataType(int value, emb::DataType* out) {
   *out = static_cast<emb::DataType>(value);
@@ -71,11 +32,11 @@ int emb_gather_ex(const void* d_table, int table_type, int64_t rows, int64_t dim
                   const int64_t* d_ids, int64_t n, void* d_out, int out_type, int max_blocks,
                   int variant, void* stream);
 
-// Enqueues the gather of LaunchGather (embedding_lookup.h) on `stream` (a cudaStream_t; null is
-// the legacy default stream) on the current device. Types are embedding.v1.DataType values:
-// 1 float32, 2 float16, 3 bfloat16, and for tables also 4 int8_rowwise, 5 int4_rowwise (which
-// LaunchGather hands to the bag kernel, LaunchQuantizedGather). Returns the cudaError_t as int: 0
-// on success, cudaErrorInvalidValue (1) for bad arguments.
+// Enqueues the service's gather, LaunchLookup (kernels/lookup.h) of ids one an answer row, on
+// `stream` (a cudaStream_t; null is the legacy default stream) on the current device. Types are
+// embedding.v1.DataType values: 1 float32, 2 float16, 3 bfloat16, and for tables also
+// 4 int8_rowwise, 5 int4_rowwise (which the rule gives the bag kernel). Returns the cudaError_t as
+// int: 0 on success, cudaErrorInvalidValue (1) for bad arguments.
 __attribute__((visibility("default"))) int emb_gather(const void* d_table, int table_type,
                                                       int64_t rows, int64_t dim,
                                                       const int64_t* d_ids, int64_t n, void* d_out,
@@ -110,23 +71,30 @@ __attribute__((visibility("default"))) int emb_gather_ex(const void* d_table, in
   if (d_table == nullptr || d_ids == nullptr || d_out == nullptr) {
     return cudaErrorInvalidValue;
   }
-  if (emb::IsQuantized(in)) {
-    // No gather plan reads quantized rows: LaunchGather's route, the bag kernel. It has no
-    // variants or grid caps.
-    if (variant >= 0 || max_blocks != 0) {
-      return cudaErrorInvalidValue;
-    }
-    const absl::Status s = emb::kernels::LaunchQuantizedGather(
-        d_table, in, rows, dim, d_ids, n, d_out, out, static_cast<cudaStream_t>(stream));
+  emb::kernels::GatherTuning tuning;
+  if (const cudaError_t e = emb::bench::CurrentDeviceTuning(&tuning); e != cudaSuccess) {
+    return e;
+  }
+  if (variant < 0 && max_blocks == 0) {
+    // The service's route: the rule's family and plan, one argument check.
+    emb::kernels::LookupProblem p;
+    p.table = d_table;
+    p.table_type = in;
+    p.rows = rows;
+    p.dim = dim;
+    p.ids = d_ids;
+    p.num_bags = n;
+    p.out = d_out;
+    p.out_type = out;
+    const absl::Status s = emb::kernels::LaunchLookup(tuning, p, static_cast<cudaStream_t>(stream));
     if (s.ok()) {
       return cudaSuccess;
     }
     const cudaError_t e = cudaGetLastError();
     return e != cudaSuccess ? e : cudaErrorInvalidValue;
   }
-  emb::kernels::GatherTuning tuning;
-  if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
-    return e;
+  if (emb::IsQuantized(in)) {
+    return cudaErrorInvalidValue;  // no gather plan reads quantized rows: no variants, no caps
   }
   emb::bench::GatherVariant chosen;
   if (variant >= 0 && !emb::bench::GatherVariantFromBits(variant, &chosen)) {
@@ -154,7 +122,7 @@ __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, 
     return -1;
   }
   emb::kernels::GatherTuning tuning;
-  if (CurrentTuning(&tuning) != cudaSuccess) {
+  if (emb::bench::CurrentDeviceTuning(&tuning) != cudaSuccess) {
     return -1;
   }
   emb::bench::GatherVariant chosen;
@@ -172,7 +140,7 @@ __attribute__((visibility("default"))) int emb_gather_path(const void* d_table, 
 __attribute__((visibility("default"))) int emb_gather_tuning(int* num_sms, int* blocks_per_sm,
                                                              int* threads_per_block) {
   emb::kernels::GatherTuning tuning;
-  if (const cudaError_t e = CurrentTuning(&tuning); e != cudaSuccess) {
+  if (const cudaError_t e = emb::bench::CurrentDeviceTuning(&tuning); e != cudaSuccess) {
     return e;
   }
   *num_sms = tuning.num_sms;

@@ -1,9 +1,52 @@
 #include "bench/kernels/gather_variant.h"
 
+#include <mutex>
+
+#include "absl/status/statusor.h"
 #include "kernels/gather_plan.h"
 #include "kernels/gather_tuning.h"
+#include "kernels/lookup.h"
 
 namespace emb::bench {
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+// Tunings by device, read once each.
+struct TuningCache {
+  std::mutex mu;
+  bool ready[kMaxDevices] = {};
+  kernels::GatherTuning tuning[kMaxDevices];
+};
+
+TuningCache& Cache() {
+  static TuningCache* cache = new TuningCache;  // never destroyed: used at any exit order
+  return *cache;
+}
+
+}  // namespace
+
+cudaError_t CurrentDeviceTuning(kernels::GatherTuning* out) {
+  int device = 0;
+  if (const cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) {
+    return e;
+  }
+  if (device < 0 || device >= kMaxDevices) {
+    return cudaErrorInvalidDevice;
+  }
+  TuningCache& cache = Cache();
+  std::lock_guard<std::mutex> lock(cache.mu);
+  if (!cache.ready[device]) {
+    absl::StatusOr<kernels::GatherTuning> t = kernels::GetGatherTuning(device);
+    if (!t.ok()) {
+      return cudaErrorInvalidValue;
+    }
+    cache.tuning[device] = *t;
+    cache.ready[device] = true;
+  }
+  *out = cache.tuning[device];
+  return cudaSuccess;
+}
 
 using kernels::GatherPath;
 using kernels::GatherPlan;

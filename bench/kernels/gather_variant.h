@@ -1,9 +1,11 @@
 // The kernel variants that the kernel benchmark names by bits (gather_benchmark.py, through
 // emb_gather_ex in gather_capi.cc), as gather plans (kernels/gather_plan.h): a forced path, unroll
-// level, walk and cache flags, or the rule's plan. Bench only; the service takes the rule's plan.
-// Thread-safe (no state).
+// level, walk and cache flags, or the rule's plan; and the current device's tuning for the C entry
+// points. Bench only; the service takes the rule's plan. Thread-safe.
 #ifndef EMB_BENCH_KERNELS_GATHER_VARIANT_H_
 #define EMB_BENCH_KERNELS_GATHER_VARIANT_H_
+
+#include <cuda_runtime_api.h>
 
 #include "kernels/gather_plan.h"
 #include "kernels/gather_tuning.h"
@@ -31,6 +33,10 @@ bool GatherVariantFromBits(int bits, GatherVariant* variant);
 // plan, on kUnits where its path does not fit `problem` (GatherPathFits).
 kernels::GatherPlan PlanOfVariant(const kernels::GatherTuning& tuning, const GatherVariant& variant,
                                   int max_blocks, const kernels::GatherProblem& problem);
+
+// The current device's tuning (GetGatherTuning), read once per device; a CUDA error
+// (cudaErrorInvalidValue where the tuning cannot be read).
+cudaError_t CurrentDeviceTuning(kernels::GatherTuning* out);
 
 }  // namespace emb::bench
 

@@ -25,7 +25,7 @@
 #include "bench/kernels/round_trip_probe.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
-#include "kernels/embedding_lookup.h"
+#include "kernels/lookup.h"
 
 namespace {
 
@@ -144,8 +144,14 @@ int main(int argc, char** argv) {
   }
 
   auto gather = [&](const int64_t* ids_ptr, void* out_ptr) {
-    Must(emb::kernels::LaunchGather(tuning, d_table.data(), DataType::kFloat32, kRows, dim, ids_ptr,
-                                    num_ids, out_ptr, DataType::kFloat32, stream.get()));
+    emb::kernels::LookupProblem p;
+    p.table = d_table.data();
+    p.rows = kRows;
+    p.dim = dim;
+    p.ids = ids_ptr;
+    p.num_bags = num_ids;
+    p.out = out_ptr;
+    Must(emb::kernels::LaunchLookup(tuning, p, stream.get()));
   };
   auto probe = [&](bool by_value, bool flag) {
     if (cudaError_t e = emb::bench::probe::LaunchProbeGather(

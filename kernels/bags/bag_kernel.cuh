@@ -1,5 +1,5 @@
-// The bag kernel (see kernels/pooled_lookup.h): pools bags of rows, or gathers rows, from a table
-// of any type. Private to kernels/.
+// The bag kernel (LookupFamily::kBags, kernels/lookup.h): pools bags of rows, or gathers rows, from
+// a table of any type. Private to kernels/.
 //
 // A group of `group` lanes (a power of two up to a warp) owns one (bag, column tile). Lane l of
 // the group loads vector l + group * k (k < kTileVectors) of each of the bag's rows, kVecBytes
@@ -19,14 +19,14 @@
 #include "kernels/bags/bag_rows.cuh"
 #include "kernels/bags/bag_tuning.cuh"
 #include "kernels/data_type.h"
-#include "kernels/device_bags.h"
+#include "kernels/lookup_problem.h"
 
 namespace emb::kernels::bags {
 
 // One (bag, column tile) `item`, for lane `lane` of its group; returns the host rows it read (for
 // a table in two tiers, counted by the group's lane 0 in the first tile).
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll, bool kStage>
-__device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid& g, int64_t item,
+__device__ __forceinline__ unsigned PoolItem(const LookupProblem& p, const BagGrid& g, int64_t item,
                                              int lane) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
   const int64_t bag = g.tiles == 1 ? item : item / g.tiles;  // a 64-bit divide only if needed
@@ -167,8 +167,8 @@ __device__ __forceinline__ unsigned PoolItem(const DeviceBags& p, const BagGrid&
 // of one id would have one), and writes each row's tile to its own answer row, each element
 // rounded once (CpuGather's results, -0.0 kept). Returns the host rows read, as PoolItem.
 template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
-__device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGrid& g, int64_t item,
-                                               int lane) {
+__device__ __forceinline__ unsigned GatherItem(const LookupProblem& p, const BagGrid& g,
+                                               int64_t item, int lane) {
   constexpr int kValues = kValuesPerVector<kT, kVecBytes>;
   const int64_t block = g.tiles == 1 ? item : item / g.tiles;  // a 64-bit divide only if needed
   const int64_t first = block * kRows;
@@ -233,7 +233,7 @@ __device__ __forceinline__ unsigned GatherItem(const DeviceBags& p, const BagGri
 
 template <DataType kT, int kVecBytes, int kTileVectors, int kRows>
 __global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
-    GatherKernel(const DeviceBags p, const BagGrid g) {
+    GatherKernel(const LookupProblem p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
   const int lane = static_cast<int>(thread & (g.group - 1));
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kBlockThreads, kGatherMinBlocks)
 // kMinBlocks: the bound on registers (kBagMinBlocks, or kShortMinBlocks for short bags).
 template <DataType kT, int kVecBytes, int kTileVectors, int kUnroll, bool kStage, int kMinBlocks>
 __global__ void __launch_bounds__(kBlockThreads, kMinBlocks)
-    BagKernel(const DeviceBags p, const BagGrid g) {
+    BagKernel(const LookupProblem p, const BagGrid g) {
   const int64_t thread = static_cast<int64_t>(blockIdx.x) * kBlockThreads + threadIdx.x;
   const int64_t item = thread >> (__ffs(g.group) - 1);  // g.group is a power of two
   const int lane = static_cast<int>(thread & (g.group - 1));

@@ -8,17 +8,6 @@
 namespace emb::kernels::bags {
 namespace {
 
-// Rows added per step: with two vectors a lane, fewer rows keep the registers in bounds. Builds
-// for benchmarks may set others (-DEMB_BAG_UNROLL_1=N, -DEMB_BAG_UNROLL_2=N) to sweep them.
-#ifndef EMB_BAG_UNROLL_1
-#define EMB_BAG_UNROLL_1 8
-#endif
-#ifndef EMB_BAG_UNROLL_2
-#define EMB_BAG_UNROLL_2 4
-#endif
-template <int kTileVectors>
-inline constexpr int kUnrollFor = kTileVectors == 1 ? EMB_BAG_UNROLL_1 : EMB_BAG_UNROLL_2;
-
 // The widest load (bytes) that every vector of every row of `t` can use: the row's elements
 // split into whole vectors and each row starts aligned to it (the table's address and the row's
 // size are multiples of it). 0: one element at a time (int4 rows of odd dim). `address`: the
@@ -49,12 +38,12 @@ int VectorBytes(DataType t, int64_t dim, uintptr_t address) {
 }
 
 // Whether `p` is a plain gather: bags of one id, unweighted and unscaled (GatherKernel).
-bool IsGather(const DeviceBags& p) {
+bool IsGather(const LookupProblem& p) {
   return p.offsets == nullptr && p.weights == nullptr && p.scales == nullptr;
 }
 
 template <DataType kT, int kVecBytes, int kTileVectors>
-cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
+cudaError_t Launch(const LookupProblem& p, const BagGrid& g, cudaStream_t stream) {
   constexpr int kRows = kUnrollFor<kTileVectors>;
   if (IsGather(p)) {
     const int64_t threads = (p.num_bags + kRows - 1) / kRows * g.tiles * g.group;
@@ -77,7 +66,7 @@ cudaError_t Launch(const DeviceBags& p, const BagGrid& g, cudaStream_t stream) {
 }
 
 template <DataType kT, int kVecBytes>
-cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
+cudaError_t WithTile(const LookupProblem& p, BagGrid g, cudaStream_t stream) {
   // Up to a warp of lanes, each one vector; past a warp's worth, two vectors a lane, and past two
   // warps' worth, tiles of 64 vectors.
   if (g.vectors <= 32) {
@@ -94,7 +83,7 @@ cudaError_t WithTile(const DeviceBags& p, BagGrid g, cudaStream_t stream) {
 }
 
 template <DataType kT>
-cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
+cudaError_t WithVector(const LookupProblem& p, cudaStream_t stream) {
   if constexpr (IsQuantized(kT)) {
     if (IsGather(p) && QuantizedUnitsFit(p)) {
       return LaunchQuantizedUnits<kT>(p, stream);
@@ -145,7 +134,7 @@ cudaError_t WithVector(const DeviceBags& p, cudaStream_t stream) {
 
 }  // namespace
 
-cudaError_t LaunchBagKernel(const DeviceBags& bags, cudaStream_t stream) {
+cudaError_t LaunchBagKernel(const LookupProblem& bags, cudaStream_t stream) {
   (void)cudaGetLastError();  // a stale non-sticky error is not this launch's
   switch (bags.table_type) {
     case DataType::kFloat32:

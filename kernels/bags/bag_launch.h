@@ -5,12 +5,12 @@
 
 #include <cuda_runtime_api.h>
 
-#include "kernels/device_bags.h"
+#include "kernels/lookup_problem.h"
 
 namespace emb::kernels::bags {
 
 // Launches the kernel for `bags` (checked by the caller) on `stream`; the launch's error.
-cudaError_t LaunchBagKernel(const DeviceBags& bags, cudaStream_t stream);
+cudaError_t LaunchBagKernel(const LookupProblem& bags, cudaStream_t stream);
 
 }  // namespace emb::kernels::bags
 

@@ -12,34 +12,11 @@
 
 #include "kernels/bags/bag_tuning.cuh"
 #include "kernels/data_type.h"
-#include "kernels/device_bags.h"
+#include "kernels/lookup_problem.h"
 #include "kernels/quantize.h"
+#include "kernels/vector_access.cuh"  // Vec
 
 namespace emb::kernels::bags {
-
-// The unsigned type of a load of `kBytes` (1 to 16).
-template <int kBytes>
-struct RawType;
-template <>
-struct RawType<16> {
-  using type = uint4;
-};
-template <>
-struct RawType<8> {
-  using type = uint2;
-};
-template <>
-struct RawType<4> {
-  using type = unsigned int;
-};
-template <>
-struct RawType<2> {
-  using type = unsigned short;
-};
-template <>
-struct RawType<1> {
-  using type = unsigned char;
-};
 
 // Elements per vector of kVecBytes bytes of a row of type kT; kVecBytes 0 means one element
 // (int4 rows of odd dim).
@@ -70,7 +47,7 @@ __device__ __forceinline__ RawVector<kVecBytes> LoadVector(const uint8_t* row, i
   } else {
     offset = static_cast<size_t>(col) * ElementSize(kT);
   }
-  using Raw = typename RawType<kBytes>::type;
+  using Raw = typename Vec<kBytes>::Type;
   const Raw raw = __ldg(reinterpret_cast<const Raw*>(row + offset));
   memcpy(v.b, &raw, kBytes);
   return v;
@@ -215,7 +192,7 @@ __device__ __forceinline__ void StoreOut(void* out_row, DataType t, int64_t col,
 
 // Where row `id` is: in the table, or for a table in two tiers in its cache or its host rows;
 // adds one to `misses` for a host row when `counting`.
-__device__ __forceinline__ const uint8_t* RowAddress(const DeviceBags& p, const BagGrid& g,
+__device__ __forceinline__ const uint8_t* RowAddress(const LookupProblem& p, const BagGrid& g,
                                                      int64_t id, bool counting, unsigned* misses) {
   if (p.cached.slots != nullptr) {
     const int32_t slot = __ldg(p.cached.slots + id);

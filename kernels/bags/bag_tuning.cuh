@@ -1,6 +1,7 @@
 // The bag kernels' launch geometry and tuning (kernels/bags/bag_kernel.cuh): threads a block,
-// the register bounds, id staging and the short-bag kernel's choices, each with the -D knob a
-// benchmark build may set. Private to kernels/.
+// the register bounds, id staging, rows a step and the short-bag kernel's choices, each with the
+// -D knob a benchmark build may set (bench/kernels/build_bag_variant.sh): the only file of
+// kernels/ that reads one. Private to kernels/.
 #ifndef EMB_KERNELS_BAGS_BAG_TUNING_CUH_
 #define EMB_KERNELS_BAGS_BAG_TUNING_CUH_
 
@@ -55,6 +56,17 @@ inline constexpr int kShortMinBlocks =
 #else
     kBagMinBlocks<kT, 1>;
 #endif
+
+// Rows added per step: with two vectors a lane, fewer rows keep the registers in bounds. Builds
+// for benchmarks may set others (-DEMB_BAG_UNROLL_1=N, -DEMB_BAG_UNROLL_2=N) to sweep them.
+#ifndef EMB_BAG_UNROLL_1
+#define EMB_BAG_UNROLL_1 8
+#endif
+#ifndef EMB_BAG_UNROLL_2
+#define EMB_BAG_UNROLL_2 4
+#endif
+template <int kTileVectors>
+inline constexpr int kUnrollFor = kTileVectors == 1 ? EMB_BAG_UNROLL_1 : EMB_BAG_UNROLL_2;
 
 // What the launcher chose for a launch.
 struct BagGrid {

@@ -20,8 +20,8 @@
 
 #include "kernels/bags/bag_kernel.cuh"
 #include "kernels/data_type.h"
-#include "kernels/device_bags.h"
 #include "kernels/gather/fast_divmod.cuh"
+#include "kernels/lookup_problem.h"
 #include "kernels/quantize.h"
 
 namespace emb::kernels::bags {
@@ -42,7 +42,7 @@ __host__ __device__ constexpr int UnitValues(DataType out) {
   return out == DataType::kFloat32 ? 4 : 8;
 }
 
-// The launch's constants besides DeviceBags.
+// The launch's constants besides LookupProblem.
 struct QuantizedGrid {
   gather::FastDivmod units_per_row;  // dim / UnitValues(out)
   uint32_t total_units;              // num_bags * units_per_row, < 2^31
@@ -108,7 +108,7 @@ __device__ __forceinline__ uint4 PackUnit(const float (&x)[kValues], bool finite
 
 template <DataType kT, DataType kOut, int kUnroll>
 __global__ void __launch_bounds__(kBlockThreads)
-    QuantizedUnitsKernel(const DeviceBags p, const QuantizedGrid q) {
+    QuantizedUnitsKernel(const LookupProblem p, const QuantizedGrid q) {
   constexpr int kValues = UnitValues(kOut);
   constexpr int kLevelBytes = kT == DataType::kInt8Rowwise ? kValues : kValues / 2;
   using Levels = LevelBits<kT, kValues>;
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(kBlockThreads)
 // Whether QuantizedUnitsKernel serves `p`, a gather of a quantized table: every unit's levels
 // and every row's scale aligned for their loads, the answer for 16-byte stores, and the units
 // countable in 31 bits.
-inline bool QuantizedUnitsFit(const DeviceBags& p) {
+inline bool QuantizedUnitsFit(const LookupProblem& p) {
   const int values = UnitValues(p.out_type);
   if (p.dim % 8 != 0 || p.dim % values != 0) {
     return false;  // dim % 8: int8 rows of dim + 8 bytes, int4 of dim / 2 + 4, scales aligned
@@ -183,7 +183,7 @@ inline bool QuantizedUnitsFit(const DeviceBags& p) {
 }
 
 template <DataType kT, DataType kOut>
-cudaError_t LaunchQuantizedUnits(const DeviceBags& p, cudaStream_t stream) {
+cudaError_t LaunchQuantizedUnits(const LookupProblem& p, cudaStream_t stream) {
   QuantizedGrid q;
   const auto per_row = static_cast<uint32_t>(p.dim / UnitValues(kOut));
   q.units_per_row = gather::FastDivmod::Make(per_row);
@@ -197,7 +197,7 @@ cudaError_t LaunchQuantizedUnits(const DeviceBags& p, cudaStream_t stream) {
 
 // LaunchQuantizedUnits for p.out_type.
 template <DataType kT>
-cudaError_t LaunchQuantizedUnits(const DeviceBags& p, cudaStream_t stream) {
+cudaError_t LaunchQuantizedUnits(const LookupProblem& p, cudaStream_t stream) {
   switch (p.out_type) {
     case DataType::kFloat32:
       return LaunchQuantizedUnits<kT, DataType::kFloat32>(p, stream);

@@ -1,5 +1,6 @@
 // Element types of the gather kernels as the bits they are stored in, their conversions on the
-// device (matching kernels/data_type.h bit for bit), and the vector units one access moves.
+// device (matching kernels/data_type.h bit for bit), and the units one access moves (Vec,
+// kernels/vector_access.cuh).
 // Private to kernels/; device code only.
 #ifndef EMB_KERNELS_GATHER_ELEMENT_TYPES_CUH_
 #define EMB_KERNELS_GATHER_ELEMENT_TYPES_CUH_
@@ -11,6 +12,7 @@
 #include <type_traits>
 
 #include "kernels/data_type.h"
+#include "kernels/vector_access.cuh"  // Vec
 
 namespace emb::kernels::gather {
 
@@ -33,26 +35,6 @@ __device__ __forceinline__ float ToFloat(F16, uint16_t b) { return HalfToFloat(b
 __device__ __forceinline__ uint32_t FromFloat(F32, float f) { return __float_as_uint(f); }
 __device__ __forceinline__ uint16_t FromFloat(F16, float f) { return FloatToHalf(f); }
 __device__ __forceinline__ uint16_t FromFloat(BF16, float f) { return FloatToBFloat16(f); }
-
-// The register type of one memory access of kBytes.
-template <int kBytes>
-struct Vec;
-template <>
-struct Vec<16> {
-  using Type = uint4;
-};
-template <>
-struct Vec<8> {
-  using Type = uint2;
-};
-template <>
-struct Vec<4> {
-  using Type = unsigned int;
-};
-template <>
-struct Vec<2> {
-  using Type = unsigned short;
-};
 
 // kN consecutive elements of T, moved as one access.
 template <typename T, int kN>

@@ -1,8 +1,8 @@
-// Tests the bag kernel (kernels/pooled_lookup.h: LaunchBags, LaunchQuantizedGather) and
-// LaunchGather on quantized tables bit for bit, element by element, against kernels::
-// CpuPooledGather and CpuGather, on random tables that hold no zeros, NaNs or infinities (their
-// NaN payloads would differ between host and device without either being wrong). Every test that
-// needs a GPU skips, saying why, where CUDA finds no device.
+// Tests the bag family of LaunchLookup (kernels/lookup.h: bags, and gathers of quantized rows) bit
+// for bit, element by element, against kernels:: CpuPooledGather and CpuGather, on random tables
+// that hold no zeros, NaNs or infinities (their NaN payloads would differ between host and device
+// without either being wrong). Every test that needs a GPU skips, saying why, where CUDA finds no
+// device.
 #include <cuda_runtime_api.h>
 
 #include <array>
@@ -21,10 +21,9 @@
 #include "kernels/cuda_status.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/data_type.h"
-#include "kernels/device_bags.h"
 #include "kernels/device_buffer.h"
-#include "kernels/embedding_lookup.h"
-#include "kernels/pooled_lookup.h"
+#include "kernels/lookup.h"
+#include "kernels/lookup_problem.h"
 #include "kernels/quantize_rows.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -117,19 +116,16 @@ struct Problem {
 
 // How the GPU answer is made.
 enum class Launch {
-  kBags,             // LaunchBags
-  kQuantizedGather,  // LaunchQuantizedGather (ids only)
-  kGather,           // LaunchGather (ids only), which routes quantized tables to the bag kernel
+  kBags,    // LaunchLookup of the problem's bags
+  kGather,  // LaunchLookup of its ids, one an answer row (GatherRows)
 };
 
 const char* LaunchName(Launch how) {
   switch (how) {
     case Launch::kBags:
-      return "LaunchBags";
-    case Launch::kQuantizedGather:
-      return "LaunchQuantizedGather";
+      return "LaunchLookup of bags";
     case Launch::kGather:
-      return "LaunchGather";
+      return "GatherRows";
   }
   return "?";
 }
@@ -232,7 +228,7 @@ void RunOnGpu(const Problem& p, Launch how, size_t table_offset, size_t out_offs
     ASSERT_OK(CudaStatus(cudaMemset(d_out->data(), poison, d_out->size()), "poison"));
     switch (how) {
       case Launch::kBags: {
-        DeviceBags bags;
+        LookupProblem bags;
         bags.table = table;
         bags.table_type = p.table_type;
         bags.rows = p.rows;
@@ -245,16 +241,12 @@ void RunOnGpu(const Problem& p, Launch how, size_t table_offset, size_t out_offs
         bags.scales = p.scales.empty() ? nullptr : d_scales->data();
         bags.out = out;
         bags.out_type = p.out_type;
-        ASSERT_OK(LaunchBags(bags, stream->get()));
+        ASSERT_OK(LaunchLookup(*tuning, bags, stream->get()));
         break;
       }
-      case Launch::kQuantizedGather:
-        ASSERT_OK(LaunchQuantizedGather(table, p.table_type, p.rows, p.dim, d_ids->data(),
-                                        p.num_bags(), out, p.out_type, stream->get()));
-        break;
       case Launch::kGather:
-        ASSERT_OK(LaunchGather(*tuning, table, p.table_type, p.rows, p.dim, d_ids->data(),
-                               p.num_bags(), out, p.out_type, stream->get()));
+        ASSERT_OK(testing::GatherRows(*tuning, table, p.table_type, p.rows, p.dim, d_ids->data(),
+                                      p.num_bags(), out, p.out_type, stream->get()));
         break;
     }
     std::vector<std::byte> got(d_out->size());
@@ -274,7 +266,7 @@ void RunOnGpu(const Problem& p, Launch how, size_t table_offset, size_t out_offs
   }
 }
 
-// Runs `p` as `how` says and expects CpuPooledGather's answer (LaunchBags) or CpuGather's (the
+// Runs `p` as `how` says and expects CpuPooledGather's answer (bags) or CpuGather's (the
 // gathers) bit for bit, element by element, under both poisons.
 void ExpectGpuMatchesCpu(const Problem& p, Launch how, size_t table_offset = 0,
                          size_t out_offset = 0) {
@@ -343,8 +335,8 @@ class BagsGpuTypesTest : public ::testing::TestWithParam<std::tuple<DataType, Da
 };
 
 // Sum, weighted sum and mean with offsets, of short bags and of long ones; the gather mode (no
-// offsets), plain and with weights and scales; and for quantized tables LaunchQuantizedGather and
-// LaunchGather against CpuGather.
+// offsets), plain and with weights and scales; and for quantized tables the gather against
+// CpuGather.
 TEST_P(BagsGpuTypesTest, MatchesTheCpuBitForBit) {
   const auto [table_type, out_type, dim] = GetParam();
   const int64_t rows = 257;
@@ -380,7 +372,6 @@ TEST_P(BagsGpuTypesTest, MatchesTheCpuBitForBit) {
   p.scales.clear();
   ExpectGpuMatchesCpu(p, Launch::kBags);
   if (IsQuantized(table_type)) {
-    ExpectGpuMatchesCpu(p, Launch::kQuantizedGather);
     ExpectGpuMatchesCpu(p, Launch::kGather);
   }
   p.weights.assign(bags.weights.begin(), bags.weights.begin() + 200);
@@ -474,12 +465,14 @@ TEST_F(BagsGpuTest, EmptyBagsGiveZeros) {
 }
 
 TEST_F(BagsGpuTest, NoBagsIsANoOp) {
-  DeviceBags bags;  // every pointer null: with no bags none is looked at
+  absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
+  ASSERT_TRUE(tuning.ok()) << tuning.status();
+  LookupProblem bags;  // every pointer null: with no bags none is looked at
   bags.dim = 8;
-  EXPECT_TRUE(LaunchBags(bags, nullptr).ok());
-  EXPECT_TRUE(LaunchQuantizedGather(nullptr, DataType::kInt8Rowwise, 0, 8, nullptr, 0, nullptr,
-                                    DataType::kFloat16, nullptr)
-                  .ok());
+  EXPECT_TRUE(LaunchLookup(*tuning, bags, nullptr).ok());
+  bags.table_type = DataType::kInt8Rowwise;
+  bags.out_type = DataType::kFloat16;
+  EXPECT_TRUE(LaunchLookup(*tuning, bags, nullptr).ok());
 }
 
 TEST_F(BagsGpuTest, RejectsBadArguments) {
@@ -488,7 +481,7 @@ TEST_F(BagsGpuTest, RejectsBadArguments) {
   absl::StatusOr<DeviceBuffer<int64_t>> ids = DeviceBuffer<int64_t>::Allocate(4);
   ASSERT_TRUE(ids.ok()) << ids.status();
   ASSERT_OK(CudaStatus(cudaMemset(ids->data(), 0, 4 * sizeof(int64_t)), "zero ids"));
-  DeviceBags good;
+  LookupProblem good;
   good.table = buf->data();
   good.table_type = DataType::kInt8Rowwise;
   good.rows = 4;
@@ -497,31 +490,33 @@ TEST_F(BagsGpuTest, RejectsBadArguments) {
   good.num_bags = 2;
   good.out = buf->data() + 2048;
   good.out_type = DataType::kFloat32;
-  ASSERT_OK(LaunchBags(good, nullptr));
-  ASSERT_OK(CudaStatus(cudaDeviceSynchronize(), "sync"));
-  const auto code = [&](auto change) {
-    DeviceBags bags = good;
-    change(bags);
-    return LaunchBags(bags, nullptr).code();
-  };
-  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
-  EXPECT_EQ(code([](DeviceBags& b) { b.table_type = static_cast<DataType>(0); }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.table_type = static_cast<DataType>(6); }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.out_type = DataType::kInt8Rowwise; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.out_type = DataType::kInt4Rowwise; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.out_type = static_cast<DataType>(9); }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.dim = 0; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.num_bags = -1; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.rows = -1; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.table = nullptr; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.ids = nullptr; }), kInvalid);
-  EXPECT_EQ(code([](DeviceBags& b) { b.out = nullptr; }), kInvalid);
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
-  EXPECT_EQ(LaunchGather(*tuning, buf->data(), DataType::kInt4Rowwise, 4, 8, ids->data(), 2,
-                         buf->data() + 2048, DataType::kInt8Rowwise, nullptr)
-                .code(),
-            kInvalid);
+  ASSERT_OK(LaunchLookup(*tuning, good, nullptr));
+  ASSERT_OK(CudaStatus(cudaDeviceSynchronize(), "sync"));
+  const auto code = [&](auto change) {
+    LookupProblem bags = good;
+    change(bags);
+    return LaunchLookup(*tuning, bags, nullptr).code();
+  };
+  constexpr auto kInvalid = absl::StatusCode::kInvalidArgument;
+  EXPECT_EQ(code([](LookupProblem& b) { b.table_type = static_cast<DataType>(0); }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.table_type = static_cast<DataType>(6); }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.out_type = DataType::kInt8Rowwise; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.out_type = DataType::kInt4Rowwise; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.out_type = static_cast<DataType>(9); }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.dim = 0; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.num_bags = -1; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.rows = -1; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.table = nullptr; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.ids = nullptr; }), kInvalid);
+  EXPECT_EQ(code([](LookupProblem& b) { b.out = nullptr; }), kInvalid);
+  EXPECT_EQ(
+      code([](LookupProblem& b) { b.cached.slots = reinterpret_cast<const int32_t*>(b.ids); }),
+      kInvalid);  // slots without a cache
+  EXPECT_EQ(code([](LookupProblem& b) { b.cached.cache = b.table; }), kInvalid);  // and the reverse
+  EXPECT_EQ(LaunchLookup(GatherTuning{}, good, nullptr).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 // One row read by every id of a long bag, and every row of the table once, odd dims.

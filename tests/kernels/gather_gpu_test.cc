@@ -1,5 +1,5 @@
-// Tests the CUDA gather (kernels/embedding_lookup.h, and the plans of kernels/gather_plan.h) bit
-// for bit against kernels::CpuGather. Every test that needs a GPU skips, saying why, where CUDA
+// Tests the CUDA gather (LaunchLookup of kernels/lookup.h, and the plans of kernels/gather_plan.h)
+// bit for bit against kernels::CpuGather. Every test that needs a GPU skips, saying why, where CUDA
 // finds no device.
 #include <cuda_runtime_api.h>
 
@@ -21,9 +21,9 @@
 #include "kernels/cuda_stream.h"
 #include "kernels/data_type.h"
 #include "kernels/device_buffer.h"
-#include "kernels/embedding_lookup.h"
 #include "kernels/gather_plan.h"
 #include "kernels/gather_tuning.h"
+#include "kernels/lookup.h"
 #include "tests/kernels/gather_test_util.h"
 #include "tests/kernels/gpu_test_util.h"
 
@@ -35,7 +35,8 @@ using ::emb::testing::RandomTable;
 constexpr DataType kTypes[] = {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16};
 constexpr size_t kGuardBytes = 64;  // poisoned bytes after the answer, which must stay unchanged
 
-// Enqueues a gather the way the test under way wants (LaunchGather by default).
+// Enqueues a gather the way the test under way wants (GatherRows, through LaunchLookup, by
+// default).
 using Launcher =
     std::function<absl::Status(const GatherTuning& tuning, const void* d_table, DataType table_type,
                                int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
@@ -48,7 +49,7 @@ using Launcher =
 void ExpectGpuMatchesCpu(const std::vector<std::byte>& h_table, DataType table_type,
                          int64_t num_rows, int64_t dim, const std::vector<int64_t>& h_ids,
                          DataType out_type, size_t table_offset = 0, size_t out_offset = 0,
-                         const Launcher& launch = LaunchGather) {
+                         const Launcher& launch = testing::GatherRows) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
   ASSERT_OK(CudaStatus(cudaSetDevice(0), "cudaSetDevice"));
@@ -239,8 +240,8 @@ TEST_F(GatherGpuTest, EmptyBatchIsANoOp) {
   // With no ids the pointers are not looked at.
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
-  EXPECT_TRUE(LaunchGather(*tuning, nullptr, DataType::kFloat32, 0, 8, nullptr, 0, nullptr,
-                           DataType::kFloat32, nullptr)
+  EXPECT_TRUE(testing::GatherRows(*tuning, nullptr, DataType::kFloat32, 0, 8, nullptr, 0, nullptr,
+                                  DataType::kFloat32, nullptr)
                   .ok());
 }
 
@@ -252,7 +253,8 @@ TEST_F(GatherGpuTest, RejectsBadArguments) {
   absl::StatusOr<DeviceBuffer<int64_t>> ids = DeviceBuffer<int64_t>::Allocate(4);
   ASSERT_TRUE(ids.ok()) << ids.status();
   auto launch = [&](const GatherTuning& t, DataType in, int64_t dim, int64_t n, DataType out) {
-    return LaunchGather(t, buf->data(), in, 4, dim, ids->data(), n, buf->data() + 32, out, nullptr);
+    return testing::GatherRows(t, buf->data(), in, 4, dim, ids->data(), n, buf->data() + 32, out,
+                               nullptr);
   };
   EXPECT_EQ(launch(*tuning, static_cast<DataType>(0), 4, 1, DataType::kFloat32).code(),
             absl::StatusCode::kInvalidArgument);

@@ -23,6 +23,12 @@ FAMILIES = {
     # The quantized row layouts and their host quantization: plain host code beside the types.
     "kernels/quantize.h": "data_type",
     "kernels/quantize_rows.h": "data_type",
+    # The lookup's insides (the gather plans and launchers, the bag kernel and its -D knobs):
+    # kernels/ itself and bench/ only (emb::kernels_testing); the service calls LaunchLookup.
+    "kernels/gather_plan.h": "kernels_testing",
+    "kernels/vector_access.cuh": "kernels_testing",
+    "kernels/gather/": "kernels_testing",
+    "kernels/bags/": "kernels_testing",
     "kernels/": "kernels",
     "proto/convert/": "proto_convert",
     "embedding/": "api",  # generated from proto/embedding/
@@ -53,7 +59,7 @@ FAMILIES = {
 # Layer (by the source's path prefix) -> the families it may include. Lower layers first.
 GRPC = {"api", "grpc", "protobuf"}
 LAYERS = {
-    "kernels/": {"data_type", "kernels", "cuda"},
+    "kernels/": {"data_type", "kernels", "kernels_testing", "cuda"},
     "proto/convert/": {"data_type", "api"},
     "client/": {"data_type", "proto_convert", "client"} | GRPC,
     # The CLI (main.cc and its commands, cli/), a program like service/main.cc: also the

@@ -20,7 +20,9 @@ cases=("kernels/cpu_gather.cc|service/store/embedding_store.h|kernels/ may not i
        "service/metrics/metrics.h|grpcpp/support/server_interceptor.h|may not include grpc"
        "client/embedding_client.cc|service/rpc/grpc_status.h|client/ may not include validation"
        "service/store/store_factory.cc|bench/kernels/gather_variant.h|service/store/ may not include bench"
-       "kernels/embedding_lookup.cc|bench/kernels/gather_variant.h|kernels/ may not include bench"
+       "kernels/lookup.cc|bench/kernels/gather_variant.h|kernels/ may not include bench"
+       "service/store/gpu/gpu_store.cc|kernels/gather_plan.h|service/store/ may not include kernels_testing"
+       "service/store/gpu/gpu_store.cc|kernels/bags/bag_tuning.cuh|service/store/ may not include kernels_testing"
        "bench/reference/reference_server_main.cc|tests/testing/status_matchers.h|bench/ may not include tests")
 for c in "${cases[@]}"; do
   IFS='|' read -r file include rule <<<"$c"
@@ -39,7 +41,8 @@ for c in "${cases[@]}"; do
   echo "ok: layering_check.py rejects $file -> $include"
 done
 
-# The build: kernels/ sees only kernels/ (and the data_type header), batch/ nothing of rpc/.
+# The build: kernels/ sees only kernels/ (and the data_type header), batch/ nothing of rpc/, store/
+# nothing of the lookup's insides (emb::kernels_testing).
 compile_with() {  # LIBRARY... : compile $tmp/probe.cc with those libraries' include trees
   local flags=()
   for lib in "$@"; do flags+=("-I$build/layers/$lib"); done
@@ -47,7 +50,9 @@ compile_with() {  # LIBRARY... : compile $tmp/probe.cc with those libraries' inc
 }
 for c in "emb_kernels emb_data_type|service/store/embedding_store.h" \
          "emb_batch emb_store emb_tables emb_metrics emb_common emb_ids emb_kernels emb_data_type|service/rpc/embedding_service.h" \
-         "emb_client emb_data_type|kernels/cpu_gather.h"; do
+         "emb_client emb_data_type|kernels/cpu_gather.h" \
+         "emb_store emb_tables emb_common emb_ids emb_kernels emb_data_type|kernels/gather_plan.h" \
+         "emb_store emb_tables emb_common emb_ids emb_kernels emb_data_type|kernels/bags/bag_tuning.cuh"; do
   IFS='|' read -r libs include <<<"$c"
   echo "#include \"$include\"" >"$tmp/probe.cc"
   # shellcheck disable=SC2086

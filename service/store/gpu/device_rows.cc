@@ -29,7 +29,6 @@ absl::StatusOr<std::unique_ptr<DeviceRows>> DeviceRows::CreateStaging(const Cuda
                                                                       int64_t dim) {
   auto staging = std::unique_ptr<DeviceRows>(new DeviceRows(check, options, type, rows, dim));
   RETURN_IF_ERROR(check(cudaSetDevice(check.device()), "cudaSetDevice"));
-  ASSIGN_OR_RETURN(staging->tuning_, kernels::GetGatherTuning(check.device()));
   ASSIGN_OR_RETURN(staging->table_, kernels::DeviceBuffer<std::byte>::Allocate(
                                         static_cast<size_t>(rows) * RowBytes(type, dim)));
   return staging;
@@ -41,7 +40,6 @@ absl::StatusOr<std::unique_ptr<DeviceRows>> DeviceRows::Create(const TableSource
   auto rows = std::unique_ptr<DeviceRows>(
       new DeviceRows(check, options, source.dtype(), source.rows(), source.dim()));
   const absl::Time start = options.clock->Now();
-  ASSIGN_OR_RETURN(rows->tuning_, kernels::GetGatherTuning(check.device()));
   ASSIGN_OR_RETURN(rows->table_, rows->Upload(source, &rows->load_stats_));
   rows->load_stats_.seconds = SecondsSince(options.clock, start);
   LogInfo(LoadSummary(source.name(), rows->load_stats_));
@@ -57,19 +55,13 @@ absl::StatusOr<kernels::DeviceBuffer<std::byte>> DeviceRows::Upload(const TableS
   return table;
 }
 
-kernels::DeviceBags DeviceRows::Bags() const {
-  kernels::DeviceBags bags;
-  bags.table = table_.data();
-  bags.table_type = type_;
-  bags.rows = rows_;
-  bags.dim = dim_;
-  return bags;
-}
-
-absl::Status DeviceRows::Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                                cudaStream_t stream) const {
-  return kernels::LaunchGather(tuning_, table_.data(), type_, rows_, dim_, ids, n, out, out_type,
-                               stream);
+kernels::LookupProblem DeviceRows::Table() const {
+  kernels::LookupProblem table;
+  table.table = table_.data();
+  table.table_type = type_;
+  table.rows = rows_;
+  table.dim = dim_;
+  return table;
 }
 
 absl::Status DeviceRows::Write(const StagingBlock& block, int64_t count, size_t rows_offset) {

@@ -15,7 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/device_buffer.h"
-#include "kernels/embedding_lookup.h"
+#include "kernels/lookup_problem.h"
 #include "service/store/gpu/cuda_check.h"
 #include "service/store/gpu/table_rows.h"
 #include "service/store/store_options.h"
@@ -42,9 +42,7 @@ class DeviceRows final : public TableRows {
   }
   size_t bytes() const { return table_.size(); }
 
-  kernels::DeviceBags Bags() const override;
-  absl::Status Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                      cudaStream_t stream) const override;
+  kernels::LookupProblem Table() const override;
   bool writes_from_device() const override { return true; }
   absl::Status Write(const StagingBlock& block, int64_t count, size_t rows_offset) override;
   absl::Status Read(size_t offset, absl::Span<std::byte> out) const override;
@@ -66,7 +64,6 @@ class DeviceRows final : public TableRows {
   const DataType type_;
   const int64_t rows_;
   const int64_t dim_;
-  kernels::GatherTuning tuning_;
   kernels::DeviceBuffer<std::byte> table_;  // replaced only by Swap, with lookups kept away
   LoadStats load_stats_;
   absl::Mutex write_mu_;

@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/pooled_lookup.h"
+#include "kernels/lookup.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
 #include "service/store/gpu/device_rows.h"
@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<GpuStore>> GpuStore::CreateOver(TableInfo info,
 }
 
 absl::Status GpuStore::MakeSlots() {
+  ASSIGN_OR_RETURN(tuning_, kernels::GetGatherTuning(check_.device()));
   const size_t max_out_bytes =
       static_cast<size_t>(options_.max_batch_ids) * info().dim * sizeof(float);
   ASSIGN_OR_RETURN(slots_, SlotPool::Create(options_.inflight_batches, options_.max_batch_ids,
@@ -167,10 +168,9 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
     // to the caller's pinned answer, or to h_out, so a small batch skips two copies and their
     // launch latency.
     RETURN_IF_ERROR(ForEachRun(slot, batch.outs, row_bytes, [&](const Run& run) {
-      return rows_->Gather(
-          slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
-          run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte, batch.out_type,
-          stream);
+      return LaunchRows(slot.mapped_ids + run.first_id, static_cast<int64_t>(run.bytes / row_bytes),
+                        run.span != nullptr ? run.span->device : slot.mapped_out + run.first_byte,
+                        batch.out_type, stream);
     }));
     return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
   }
@@ -178,19 +178,19 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
       check_(cudaMemcpyAsync(slot.d_ids.data(), slot.h_ids.data(), ids.size() * sizeof(int64_t),
                              cudaMemcpyHostToDevice, stream),
              "copy ids to the device"));
-  kernels::DeviceBags bags;
+  kernels::LookupProblem bags;
   if (batch.bags.count() > 0) {
     RETURN_IF_ERROR(CopyBagsIn(slot, batch, &bags));
   }
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.copied_in.get(), stream), "cudaEventRecord"));
   const size_t plain = batch.plain_ids();
   if (plain > 0) {
-    RETURN_IF_ERROR(rows_->Gather(slot.d_ids.data(), static_cast<int64_t>(plain), slot.d_out.data(),
-                                  batch.out_type, stream));
+    RETURN_IF_ERROR(LaunchRows(slot.d_ids.data(), static_cast<int64_t>(plain), slot.d_out.data(),
+                               batch.out_type, stream));
   }
   if (batch.bags.count() > 0) {
     bags.out = slot.d_out.data() + plain * row_bytes;
-    RETURN_IF_ERROR(kernels::LaunchBags(bags, stream));
+    RETURN_IF_ERROR(kernels::LaunchLookup(tuning_, bags, stream));
   }
   RETURN_IF_ERROR(check_(cudaEventRecord(slot.gathered.get(), stream), "cudaEventRecord"));
   // One copy a run: into the caller's pinned answer or device memory, or into h_out.
@@ -206,8 +206,18 @@ absl::Status GpuStore::Enqueue(BatchSlot& slot, const LookUpBatch& batch) {
   return check_(cudaEventRecord(slot.copied_out.get(), stream), "cudaEventRecord");
 }
 
+absl::Status GpuStore::LaunchRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                                  cudaStream_t stream) const {
+  kernels::LookupProblem rows = rows_->Table();
+  rows.ids = ids;
+  rows.num_bags = n;
+  rows.out = out;
+  rows.out_type = out_type;
+  return kernels::LaunchLookup(tuning_, rows, stream);
+}
+
 absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
-                                  kernels::DeviceBags* bags) {
+                                  kernels::LookupProblem* bags) {
   // offsets | weights | scales, each 256-byte aligned, in one copy.
   constexpr size_t kAlign = 256;
   auto aligned = [](size_t n) { return (n + kAlign - 1) / kAlign * kAlign; };
@@ -228,7 +238,7 @@ absl::Status GpuStore::CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch,
       cudaMemcpyAsync(slot.d_bags.data(), h, bytes, cudaMemcpyHostToDevice, slot.stream.get()),
       "copy bags to the device"));
   std::byte* d = slot.d_bags.data();
-  *bags = rows_->Bags();
+  *bags = rows_->Table();
   bags->ids = slot.d_ids.data();
   bags->offsets = reinterpret_cast<const int64_t*>(d);
   bags->num_bags = static_cast<int64_t>(b.count());

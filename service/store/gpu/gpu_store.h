@@ -32,9 +32,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "kernels/cuda_stream.h"
-#include "kernels/device_bags.h"
 #include "kernels/device_buffer.h"
-#include "kernels/embedding_lookup.h"
+#include "kernels/gather_tuning.h"
+#include "kernels/lookup_problem.h"
 #include "service/store/embedding_store.h"
 #include "service/store/gpu/batch_completer.h"
 #include "service/store/gpu/batch_slots.h"
@@ -94,9 +94,13 @@ class GpuStore final : public EmbeddingStore {
                             absl::string_view why);
   // Enqueues the batch on `slot`; an error means nothing is left in flight on it.
   absl::Status Enqueue(BatchSlot& slot, const LookUpBatch& batch);
+  // Enqueues on `stream` the lookup of the `n` rows `ids` (memory the device reads), one an answer
+  // row, into `out`.
+  absl::Status LaunchRows(const int64_t* ids, int64_t n, void* out, DataType out_type,
+                          cudaStream_t stream) const;
   // Copies the batch's bags into the slot's device memory (on its stream) and fills `bags` but
   // for its answer pointer.
-  absl::Status CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch, kernels::DeviceBags* bags);
+  absl::Status CopyBagsIn(BatchSlot& slot, const LookUpBatch& batch, kernels::LookupProblem* bags);
   // Whether the device writes `out` itself: it sees the memory, and it is at least
   // options_.direct_answer_min_bytes.
   bool WrittenDirectly(const AnswerSpan& out) const;
@@ -116,6 +120,7 @@ class GpuStore final : public EmbeddingStore {
   const StoreOptions options_;
   const CudaCheck check_;
   std::unique_ptr<TableRows> rows_;
+  kernels::GatherTuning tuning_;  // the device's, for every lookup
   std::unique_ptr<SlotPool> slots_;
   std::unique_ptr<BatchCompleter> completer_;  // after slots_: its threads end first
 

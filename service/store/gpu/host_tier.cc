@@ -8,7 +8,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
-#include "kernels/pooled_lookup.h"
 #include "kernels/scatter_rows.h"
 #include "service/common/log.h"
 #include "service/common/status_macros.h"
@@ -166,24 +165,14 @@ HostTier::~HostTier() {
   }
 }
 
-kernels::DeviceBags HostTier::Bags() const {
-  kernels::DeviceBags bags;
-  bags.table = rows_->device();
-  bags.table_type = type_;
-  bags.rows = table_rows_;
-  bags.dim = dim_;
-  bags.cached = cached();
-  return bags;
-}
-
-absl::Status HostTier::Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                              cudaStream_t stream) const {
-  kernels::DeviceBags bags = Bags();
-  bags.ids = ids;
-  bags.num_bags = n;
-  bags.out = out;
-  bags.out_type = out_type;
-  return kernels::LaunchBags(bags, stream);
+kernels::LookupProblem HostTier::Table() const {
+  kernels::LookupProblem table;
+  table.table = rows_->device();
+  table.table_type = type_;
+  table.rows = table_rows_;
+  table.dim = dim_;
+  table.cached = cached();
+  return table;
 }
 
 EmbeddingStore::Done HostTier::Track(absl::Span<const int64_t> ids, EmbeddingStore::Done done) {

@@ -32,8 +32,8 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "kernels/cuda_stream.h"
-#include "kernels/device_bags.h"
 #include "kernels/device_buffer.h"
+#include "kernels/lookup_problem.h"
 #include "service/store/cache/in_flight_batches.h"
 #include "service/store/cache/row_cache_policy.h"
 #include "service/store/embedding_store.h"
@@ -98,11 +98,9 @@ class HostTier final : public TableRows {
   // GPU memory the cache of `cache_rows` rows takes for a table of `rows` rows of `row_bytes`.
   static size_t DeviceBytes(int64_t rows, int64_t cache_rows, size_t row_bytes);
 
-  // The host rows as the GPU addresses them, and the cache: the bag kernel reads each row where
-  // it is (kernels::CachedRows), for gathers too (bags of one id).
-  kernels::DeviceBags Bags() const override;
-  absl::Status Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                      cudaStream_t stream) const override;
+  // The host rows as the GPU addresses them, and the cache (kernels::CachedRows): every lookup
+  // reads each row where it is.
+  kernels::LookupProblem Table() const override;
   // Samples the batch's ids for the manager (never waiting for it); the batch's slots stay as
   // they are until its done runs.
   EmbeddingStore::Done Track(absl::Span<const int64_t> ids, EmbeddingStore::Done done) override;

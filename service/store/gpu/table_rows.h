@@ -4,7 +4,7 @@
 // memory, and HostTier (host_tier.h), the rows in pinned host memory with a GPU cache of the
 // most looked-up ones. The GpuStore (gpu_store.h) keeps the slots, the enqueue and the
 // completion, and chooses the kind once, when it is created.
-// Thread-safety: Bags, Gather, Track, Read and the const members from any thread; Write and Swap
+// Thread-safety: Table, Track, Read and the const members from any thread; Write and Swap
 // with lookups kept away (the batcher's boundary), one at a time.
 #ifndef EMB_SERVICE_STORE_GPU_TABLE_ROWS_H_
 #define EMB_SERVICE_STORE_GPU_TABLE_ROWS_H_
@@ -21,8 +21,8 @@
 #include "absl/types/span.h"
 #include "kernels/cuda_stream.h"
 #include "kernels/data_type.h"
-#include "kernels/device_bags.h"
 #include "kernels/device_buffer.h"
+#include "kernels/lookup_problem.h"
 #include "service/store/embedding_store.h"
 #include "service/store/load_plan.h"
 #include "service/tables/table_source.h"
@@ -41,11 +41,9 @@ class TableRows {
  public:
   virtual ~TableRows() = default;
 
-  // The table's part of a bag kernel launch: its rows as the GPU addresses them, and the cache.
-  virtual kernels::DeviceBags Bags() const = 0;
-  // Enqueues on `stream` the gather of the `n` rows `ids` (memory the device reads) into `out`.
-  virtual absl::Status Gather(const int64_t* ids, int64_t n, void* out, DataType out_type,
-                              cudaStream_t stream) const = 0;
+  // The table's part of every lookup launch (kernels/lookup.h): its rows as the GPU addresses
+  // them, their type and shape, and the cache where there is one.
+  virtual kernels::LookupProblem Table() const = 0;
   // Called as a batch of `ids` is enqueued, before its kernels; returns what to call when it is
   // done, which may first note that the batch no longer reads the rows.
   virtual EmbeddingStore::Done Track(absl::Span<const int64_t> ids, EmbeddingStore::Done done) {

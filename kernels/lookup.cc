@@ -1,10 +1,10 @@
-#include "kernels/embedding_lookup.h"
+#include "kernels/lookup.h"
 
 #include "absl/strings/str_cat.h"
+#include "kernels/bags/bag_launch.h"
 #include "kernels/cuda_status.h"
 #include "kernels/gather/units_launch.h"
 #include "kernels/gather_plan.h"
-#include "kernels/pooled_lookup.h"
 
 namespace emb::kernels {
 namespace {
@@ -72,42 +72,45 @@ absl::StatusOr<GatherTuning> GetGatherTuning(int device) {
   return tuning;
 }
 
-absl::Status LaunchGather(const GatherTuning& tuning, const void* d_table, DataType table_type,
-                          int64_t num_rows, int64_t dim, const int64_t* d_ids, int64_t num_ids,
-                          void* d_out, DataType out_type, cudaStream_t stream) {
-  if (!IsDataType(table_type) || !IsValueType(out_type)) {
-    return absl::InvalidArgumentError(absl::StrCat("gather from data type ",
-                                                   static_cast<int>(table_type), " to ",
-                                                   static_cast<int>(out_type)));
+LookupFamily LookupFamilyOf(const LookupProblem& p) {
+  const bool one_id_a_row = p.offsets == nullptr && p.weights == nullptr && p.scales == nullptr;
+  return one_id_a_row && IsValueType(p.table_type) && p.cached.slots == nullptr
+             ? LookupFamily::kGather
+             : LookupFamily::kBags;
+}
+
+absl::Status LaunchLookup(const GatherTuning& tuning, const LookupProblem& p, cudaStream_t stream) {
+  if (!IsDataType(p.table_type) || !IsValueType(p.out_type)) {
+    return absl::InvalidArgumentError(absl::StrCat("lookup from data type ",
+                                                   static_cast<int>(p.table_type), " to ",
+                                                   static_cast<int>(p.out_type)));
   }
-  if (dim < 1 || num_rows < 0 || num_ids < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gather of ", num_ids, " ids from ", num_rows, " rows of dim ", dim));
+  if (p.dim < 1 || p.rows < 0 || p.num_bags < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("lookup of ", p.num_bags, " answer rows from ",
+                                                   p.rows, " rows of dim ", p.dim));
   }
-  if (num_ids == 0) {
+  if (p.num_bags == 0) {
     return absl::OkStatus();
   }
-  if (d_table == nullptr || d_ids == nullptr || d_out == nullptr) {
-    return absl::InvalidArgumentError("gather with a null device pointer");
+  if (p.table == nullptr || p.ids == nullptr || p.out == nullptr) {
+    return absl::InvalidArgumentError("lookup with a null table, ids or answer");
+  }
+  if ((p.cached.slots == nullptr) != (p.cached.cache == nullptr)) {
+    return absl::InvalidArgumentError("lookup with a cache but no slots, or slots but no cache");
   }
   if (tuning.num_sms < 1 || tuning.max_threads_per_sm < 1) {
-    return absl::FailedPreconditionError("gather tuning not from GetGatherTuning");
+    return absl::FailedPreconditionError("lookup tuning not from GetGatherTuning");
   }
-  int current = 0;
-  EMB_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current), "cudaGetDevice");
-  if (current != tuning.device) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("gather tuned for device ", tuning.device, " launched on device ", current));
+  if (LookupFamilyOf(p) == LookupFamily::kGather) {
+    const GatherProblem g{p.table, p.table_type, p.rows, p.dim,
+                          p.ids,   p.num_bags,   p.out,  p.out_type};
+    EMB_CUDA_RETURN_IF_ERROR(LaunchCheckedGatherPlan(tuning, PlanGather(tuning, g), g, stream),
+                             "gather launch");
+  } else {
+    EMB_CUDA_RETURN_IF_ERROR(bags::LaunchBagKernel(p, stream), "bag kernel launch");
   }
-  if (IsQuantized(table_type)) {
-    return LaunchQuantizedGather(d_table, table_type, num_rows, dim, d_ids, num_ids, d_out,
-                                 out_type, stream);
-  }
-  const GatherProblem problem{d_table, table_type, num_rows, dim, d_ids, num_ids, d_out, out_type};
-  EMB_CUDA_RETURN_IF_ERROR(LaunchGatherPlan(tuning, PlanGather(tuning, problem), problem, stream),
-                           "gather launch");
 #if defined(EMB_CUDA_DEBUG_SYNC)
-  EMB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "gather (EMB_CUDA_DEBUG_SYNC)");
+  EMB_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream), "lookup (EMB_CUDA_DEBUG_SYNC)");
 #endif
   return absl::OkStatus();
 }

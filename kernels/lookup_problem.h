@@ -1,7 +1,8 @@
-// DeviceBags: the arguments of one launch of the bag kernel (kernels/pooled_lookup.h), plain so
-// that the kernel's launcher (kernels/bags/, built by nvcc) and host code share it.
-#ifndef EMB_KERNELS_DEVICE_BAGS_H_
-#define EMB_KERNELS_DEVICE_BAGS_H_
+// LookupProblem: what one lookup launch reads and writes (LaunchLookup, kernels/lookup.h): a table
+// (where its rows live and their type), ids one per answer row or in bags, and the answer. Plain,
+// so that the kernels' launchers (built by nvcc, without Abseil) and host code share it.
+#ifndef EMB_KERNELS_LOOKUP_PROBLEM_H_
+#define EMB_KERNELS_LOOKUP_PROBLEM_H_
 
 #include <cstdint>
 
@@ -11,7 +12,7 @@ namespace emb::kernels {
 
 // A table in two tiers: its rows in host memory that the device maps, and a cache of some of
 // them in device memory. Row `id` is at cache + slots[id] * row bytes when slots[id] >= 0, else
-// at DeviceBags::table + id * row bytes (the host rows).
+// at LookupProblem::table + id * row bytes (the host rows).
 struct CachedRows {
   const int32_t* slots = nullptr;  // one per row of the table, in device memory
   const void* cache = nullptr;
@@ -21,8 +22,9 @@ struct CachedRows {
   static constexpr int kMissCounters = 32;
 };
 
-// Device pointers of one pooled launch; see LaunchBags.
-struct DeviceBags {
+// Device pointers of one lookup; see LaunchLookup. The table's residence: in device memory, or in
+// two tiers (cached.slots set); its type: a value type or quantized rows.
+struct LookupProblem {
   const void* table = nullptr;
   DataType table_type = DataType::kFloat32;  // any table type
   int64_t rows = 0;
@@ -45,4 +47,4 @@ struct DeviceBags {
 
 }  // namespace emb::kernels
 
-#endif  // EMB_KERNELS_DEVICE_BAGS_H_
+#endif  // EMB_KERNELS_LOOKUP_PROBLEM_H_
