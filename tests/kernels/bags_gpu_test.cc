@@ -464,6 +464,32 @@ TEST_F(BagsGpuTest, EmptyBagsGiveZeros) {
   }
 }
 
+// The rule (no GPU needed): the gather family serves only one id a row, unweighted and unscaled,
+// from device rows of a value type; the bag family everything else.
+TEST(LookupRuleTest, GatherFamilyOnlyForPlainGathersOfDeviceRows) {
+  const int64_t offsets[2] = {0, 1};
+  const float one = 1.0F;
+  const int32_t slots[1] = {0};
+  for (const DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+    LookupProblem p;
+    p.table_type = t;
+    EXPECT_EQ(LookupFamilyOf(p), LookupFamily::kGather) << DataTypeName(t);
+  }
+  const auto family = [&](auto change) {
+    LookupProblem p;
+    change(p);
+    return LookupFamilyOf(p);
+  };
+  EXPECT_EQ(family([&](LookupProblem& p) { p.offsets = offsets; }), LookupFamily::kBags);
+  EXPECT_EQ(family([&](LookupProblem& p) { p.weights = &one; }), LookupFamily::kBags);
+  EXPECT_EQ(family([&](LookupProblem& p) { p.scales = &one; }), LookupFamily::kBags);
+  EXPECT_EQ(family([&](LookupProblem& p) { p.cached.slots = slots; }), LookupFamily::kBags);
+  EXPECT_EQ(family([](LookupProblem& p) { p.table_type = DataType::kInt8Rowwise; }),
+            LookupFamily::kBags);
+  EXPECT_EQ(family([](LookupProblem& p) { p.table_type = DataType::kInt4Rowwise; }),
+            LookupFamily::kBags);
+}
+
 TEST_F(BagsGpuTest, NoBagsIsANoOp) {
   absl::StatusOr<GatherTuning> tuning = GetGatherTuning(0);
   ASSERT_TRUE(tuning.ok()) << tuning.status();
