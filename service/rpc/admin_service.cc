@@ -252,6 +252,14 @@ absl::Status AdminServiceImpl::CheckCaller(const grpc::CallbackServerContext& ct
   return CheckAdminIdentity(ctx.auth_context().get(), allowed_);
 }
 
+absl::StatusOr<ServedTable*> AdminServiceImpl::CallersTable(const grpc::CallbackServerContext& ctx,
+                                                            const std::string& table) const {
+  if (absl::Status s = CheckCaller(ctx); !s.ok()) {
+    return s;
+  }
+  return FindServedTable(tables_.load(std::memory_order_acquire), table);
+}
+
 grpc::ServerBidiReactor<UpdateRowsRequest, UpdateRowsResponse>* AdminServiceImpl::UpdateRows(
     grpc::CallbackServerContext* ctx) {
   auto* call = new UpdateRowsCall(this, clock_);  // deletes itself in OnDone
@@ -278,11 +286,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContex
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
-  if (absl::Status s = CheckCaller(*ctx); !s.ok()) {
-    return refuse(s);
-  }
-  absl::StatusOr<ServedTable*> table =
-      FindServedTable(tables_.load(std::memory_order_acquire), request->table());
+  absl::StatusOr<ServedTable*> table = CallersTable(*ctx, request->table());
   if (!table.ok()) {
     return refuse(table.status());
   }
@@ -379,17 +383,13 @@ grpc::ServerUnaryReactor* AdminServiceImpl::LoadVersion(grpc::CallbackServerCont
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   };
-  if (absl::Status s = CheckCaller(*ctx); !s.ok()) {
-    return refuse(s);
+  absl::StatusOr<ServedTable*> table = CallersTable(*ctx, request->table());
+  if (!table.ok()) {
+    return refuse(table.status());
   }
   if (request->version() < 0) {
     return refuse(absl::InvalidArgumentError(
         absl::StrCat("version ", request->version(), " is negative (0: the newest)")));
-  }
-  absl::StatusOr<ServedTable*> table =
-      FindServedTable(tables_.load(std::memory_order_acquire), request->table());
-  if (!table.ok()) {
-    return refuse(table.status());
   }
   absl::MutexLock lock(&mu_);
   if (shutting_down_) {

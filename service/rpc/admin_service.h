@@ -27,6 +27,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "embedding/v1/embedding_admin.grpc.pb.h"
 #include "grpcpp/security/auth_metadata_processor.h"
@@ -111,6 +112,9 @@ class AdminServiceImpl final : public embedding::v1::EmbeddingAdminService::Call
   friend class UpdateRowsCall;
   // OK when the caller may write, else PERMISSION_DENIED saying why.
   absl::Status CheckCaller(const grpc::CallbackServerContext& ctx) const;
+  // The table a unary admin call names, once the caller may write (CheckCaller); else why not.
+  absl::StatusOr<ServedTable*> CallersTable(const grpc::CallbackServerContext& ctx,
+                                            const std::string& table) const;
   void Forget(UpdateRowsCall* call);
   // SaveTable's work, on the worker.
   absl::Status Save(ServedTable& table, embedding::v1::SaveTableResponse* response);

@@ -79,21 +79,10 @@ class HostPreparedRows final : public PreparedRows {
 
 absl::StatusOr<std::unique_ptr<PreparedRows>> CpuStore::PrepareRows(
     absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
-  const TableInfo& table = info();
-  const size_t in_row = RowBytes(rows_type, table.dim);
-  const size_t out_row = RowBytes(table.dtype, table.dim);
-  if (rows.size() != ids.size() * in_row) {
-    return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
-                                            ids.size(), " ids of dim ", table.dim));
-  }
-  const std::vector<size_t> keep = LastOccurrences(ids);
-  std::vector<int64_t> kept_ids(keep.size());
-  std::vector<std::byte> converted(keep.size() * out_row);
-  for (size_t k = 0; k < keep.size(); ++k) {
-    kept_ids[k] = ids[keep[k]];
-    RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
-                                      converted.data() + k * out_row, keep[k]));
-  }
+  ASSIGN_OR_RETURN(const EncodedUpdate update, EncodedUpdate::Plan(info(), ids, rows_type, rows));
+  std::vector<int64_t> kept_ids(update.count());
+  std::vector<std::byte> converted(update.count() * RowBytes(info().dtype, info().dim));
+  RETURN_IF_ERROR(update.Write(kept_ids.data(), converted.data()));
   return std::make_unique<HostPreparedRows>(this, std::move(kept_ids), std::move(converted));
 }
 

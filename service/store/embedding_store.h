@@ -54,16 +54,32 @@ class PreparedRows {
 absl::Status CheckSameShape(const TableInfo& served, int64_t rows, int64_t dim, DataType dtype,
                             absl::string_view origin);
 
-// The index of each distinct id's last occurrence in `ids`, in the order of those occurrences:
-// the rows an update writes when an id is given twice (the last row wins).
-std::vector<size_t> LastOccurrences(absl::Span<const int64_t> ids);
+// An update as a store writes it (PrepareRows): its distinct ids (of an id given twice, the last
+// row wins) and, for each, its row encoded in the table's type, converted as lookups convert or
+// quantized (kernels/quantize_rows.h).
+class EncodedUpdate {
+ public:
+  // INTERNAL when `rows` is not one row of `rows_type` per id.
+  static absl::StatusOr<EncodedUpdate> Plan(const TableInfo& table, absl::Span<const int64_t> ids,
+                                            DataType rows_type, absl::Span<const std::byte> rows);
+  // The distinct ids.
+  size_t count() const { return keep_.size(); }
+  // Writes id k to ids_out[k] and its row to rows_out + k * RowBytes(table), for each k <
+  // count(). INVALID_ARGUMENT naming the table and the row (its place in the message) for a row
+  // a quantized table cannot hold (NaN, infinity, or past float16 for int4).
+  absl::Status Write(int64_t* ids_out, std::byte* rows_out) const;
 
-// Writes one row of an update (dim elements of the value type `rows_type`) as a row of the
-// table's type, converted as lookups convert or quantized (kernels/quantize_rows.h).
-// INVALID_ARGUMENT naming the table and the row (`index`, its place in the message) for a row a
-// quantized table cannot hold (NaN, infinity, or past float16 for int4).
-absl::Status EncodeRowOfUpdate(const std::byte* row, DataType rows_type, const TableInfo& table,
-                               std::byte* out, size_t index);
+ private:
+  EncodedUpdate(const TableInfo& table, absl::Span<const int64_t> ids, DataType rows_type,
+                absl::Span<const std::byte> rows)
+      : table_(table), ids_(ids), rows_type_(rows_type), rows_(rows) {}
+
+  const TableInfo& table_;
+  absl::Span<const int64_t> ids_;
+  DataType rows_type_;
+  absl::Span<const std::byte> rows_;
+  std::vector<size_t> keep_;
+};
 
 // Another version of a store's table, loaded beside the served one by PrepareTable, to take its
 // place (SwapTable); after the swap it holds the old rows, freed with it. As PreparedRows, each

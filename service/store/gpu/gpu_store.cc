@@ -316,30 +316,18 @@ void GpuStore::ReleaseStaging(std::unique_ptr<StagingBlock> block) {
 
 absl::StatusOr<std::unique_ptr<PreparedRows>> GpuStore::PrepareRows(
     absl::Span<const int64_t> ids, DataType rows_type, absl::Span<const std::byte> rows) {
-  const TableInfo& table = info();
-  const size_t in_row = RowBytes(rows_type, table.dim);
-  const size_t out_row = RowBytes(table.dtype, table.dim);
-  if (rows.size() != ids.size() * in_row) {
-    return absl::InternalError(absl::StrCat("PrepareRows: ", rows.size(), " bytes of rows for ",
-                                            ids.size(), " ids of dim ", table.dim));
-  }
-  const std::vector<size_t> keep = LastOccurrences(ids);
-  const size_t n = keep.size();
+  ASSIGN_OR_RETURN(const EncodedUpdate update, EncodedUpdate::Plan(info(), ids, rows_type, rows));
+  const size_t n = update.count();
   constexpr size_t kAlign = 256;
   const size_t ids_bytes = (n * sizeof(int64_t) + kAlign - 1) / kAlign * kAlign;
-  const size_t need = ids_bytes + n * out_row;
+  const size_t need = ids_bytes + n * RowBytes(info().dtype, info().dim);
   RETURN_IF_ERROR(check_(cudaSetDevice(check_.device()), "cudaSetDevice"));
   ASSIGN_OR_RETURN(std::unique_ptr<StagingBlock> block, AcquireStaging(need));
   auto prepared =
       std::make_unique<GpuPreparedRows>(this, std::move(block), static_cast<int64_t>(n), ids_bytes);
   StagingBlock& b = *prepared->block;
-  auto* h_ids = reinterpret_cast<int64_t*>(b.host.data());
-  std::byte* h_rows = b.host.data() + ids_bytes;
-  for (size_t k = 0; k < n; ++k) {
-    h_ids[k] = ids[keep[k]];
-    RETURN_IF_ERROR(EncodeRowOfUpdate(rows.data() + keep[k] * in_row, rows_type, table,
-                                      h_rows + k * out_row, keep[k]));
-  }
+  RETURN_IF_ERROR(
+      update.Write(reinterpret_cast<int64_t*>(b.host.data()), b.host.data() + ids_bytes));
   if (n > 0 && rows_->writes_from_device()) {
     RETURN_IF_ERROR(check_(cudaMemcpyAsync(b.device.data(), b.host.data(), need,
                                            cudaMemcpyHostToDevice, b.stream.get()),
