@@ -28,7 +28,6 @@ Needs torch (CUDA) and triton; no gRPC. Usage, from a bundle made by shared/tool
 import argparse
 import ctypes
 import datetime
-import glob
 import json
 import os
 import subprocess
@@ -39,6 +38,8 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
+from gather_benchmark import load_cudart  # beside this file
+
 FLOAT32, FLOAT16, BFLOAT16, INT8_ROWWISE, INT4_ROWWISE = 1, 2, 3, 4, 5
 
 # (bags, ids per bag, dim, rows) of the pooled section.
@@ -47,19 +48,6 @@ POOLED_CASES = [(4096, 32, 128, 1 << 20), (16384, 8, 128, 1 << 20), (8192, 64, 6
 # (rows, dim, ids) of the dequantizing gather.
 GATHER_CASES = [(1 << 20, 128, 65536), (4 << 20, 256, 65536), (131072, 4096, 16384)]
 MODES = ["sum", "weighted_sum", "mean"]
-
-
-def load_cudart():
-    """Our libraries need libcudart.so.13: the bundle's (LD_LIBRARY_PATH), else a wheel's copy
-    next to torch."""
-    torch.cuda.init()
-    try:
-        ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
-    except OSError:
-        sp = os.path.dirname(os.path.dirname(torch.__file__))
-        for cand in glob.glob(os.path.join(sp, "nvidia", "**", "libcudart.so.13"), recursive=True):
-            ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
-            break
 
 
 def load_libs(args):

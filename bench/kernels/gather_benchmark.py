@@ -93,9 +93,9 @@ def build_cases(quick):
     return cases
 
 
-def load_lib(path):
-    # Our library needs libcudart.so.13: reuse the one torch loaded (same soname) if any; else
-    # look for the wheel's copy next to torch; else rely on LD_LIBRARY_PATH.
+def load_cudart():
+    """Our libraries need libcudart.so.13: reuse the one torch loaded (same soname) if any; else
+    the wheel's copy next to torch; else rely on LD_LIBRARY_PATH (bag_benchmark.py uses it too)."""
     torch.cuda.init()
     try:
         ctypes.CDLL("libcudart.so.13", mode=ctypes.RTLD_GLOBAL)
@@ -104,6 +104,10 @@ def load_lib(path):
         for cand in glob.glob(os.path.join(sp, "nvidia", "**", "libcudart.so.13"), recursive=True):
             ctypes.CDLL(cand, mode=ctypes.RTLD_GLOBAL)
             break
+
+
+def load_lib(path):
+    load_cudart()
     lib = ctypes.CDLL(path)
     lib.emb_gather_ex.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
                                   ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_int,
