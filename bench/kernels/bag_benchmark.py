@@ -456,25 +456,18 @@ def main():
     gen.manual_seed(0)
     budget = Budget(args.compile_budget_s)
     results = []
-    pooled = POOLED_CASES[:2] if args.quick else POOLED_CASES
-    gathers = GATHER_CASES[:1] if args.quick else GATHER_CASES
+    sections = [("pooled", run_pooled_case, POOLED_CASES[:2] if args.quick else POOLED_CASES),
+                ("gather", run_gather_case, GATHER_CASES[:1] if args.quick else GATHER_CASES)]
     with torch.no_grad():
-        for case in pooled:
-            try:
-                run_pooled_case(case, libs, budget, stream, gen, results)
-            except Exception as e:  # noqa: BLE001
-                meta["errors"].append(f"pooled case {case} failed: {e!r}")
-                print(meta["errors"][-1], flush=True)
-                torch.cuda.empty_cache()
-            write_outputs(args.out, meta, results)
-        for case in gathers:
-            try:
-                run_gather_case(case, libs, budget, stream, gen, results)
-            except Exception as e:  # noqa: BLE001
-                meta["errors"].append(f"gather case {case} failed: {e!r}")
-                print(meta["errors"][-1], flush=True)
-                torch.cuda.empty_cache()
-            write_outputs(args.out, meta, results)
+        for section, run_case, cases in sections:
+            for case in cases:
+                try:
+                    run_case(case, libs, budget, stream, gen, results)
+                except Exception as e:  # noqa: BLE001
+                    meta["errors"].append(f"{section} case {case} failed: {e!r}")
+                    print(meta["errors"][-1], flush=True)
+                    torch.cuda.empty_cache()
+                write_outputs(args.out, meta, results)
     print(render(meta, results))
     wrong = [r for r in results if not r["check"]["ours"][0]]
     sys.exit(1 if wrong or meta["errors"] else 0)

@@ -16,6 +16,15 @@
 #include "service/write/table_writer.h"
 
 namespace emb::service {
+namespace {
+
+// Finishes a unary call with `s`; the reactor, for the handler to return.
+grpc::ServerUnaryReactor* FinishUnary(grpc::ServerUnaryReactor* reactor, const absl::Status& s) {
+  reactor->Finish(ToGrpcStatus(s));
+  return reactor;
+}
+
+}  // namespace
 
 using embedding::v1::LoadVersionRequest;
 using embedding::v1::LoadVersionResponse;
@@ -282,10 +291,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::SaveTable(grpc::CallbackServerContex
                                                       const SaveTableRequest* request,
                                                       SaveTableResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto refuse = [reactor](const absl::Status& s) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  };
+  const auto refuse = [reactor](const absl::Status& s) { return FinishUnary(reactor, s); };
   absl::StatusOr<ServedTable*> table = CallersTable(*ctx, request->table());
   if (!table.ok()) {
     return refuse(table.status());
@@ -379,10 +385,7 @@ grpc::ServerUnaryReactor* AdminServiceImpl::LoadVersion(grpc::CallbackServerCont
                                                         const LoadVersionRequest* request,
                                                         LoadVersionResponse* response) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  auto refuse = [reactor](const absl::Status& s) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  };
+  const auto refuse = [reactor](const absl::Status& s) { return FinishUnary(reactor, s); };
   absl::StatusOr<ServedTable*> table = CallersTable(*ctx, request->table());
   if (!table.ok()) {
     return refuse(table.status());
