@@ -284,6 +284,21 @@ absl::Status EmbeddingServer::LoadTables(const ServerConfig& config,
               source, placement, names,
               [&](const TableSource& part, int k) { return load_on(part, devices[k]); },
               RowAssemblyOn(devices, assembly_options)));
+      // A row split's assembly (staging rows and batch buffers on the first device) takes from
+      // that device's budget as the parts do.
+      if (const size_t assembly = m->assembly_bytes(); assembly > 0) {
+        size_t& left = left_on(devices.front());
+        if (config.gpu_memory_budget_bytes > 0 && assembly > left) {
+          return absl::ResourceExhaustedError(
+              absl::StrCat("table '", source.name(), "': the row split's assembly needs ", assembly,
+                           " bytes on ", devices.front().name(),
+                           " but --gpu_memory_budget=", config.gpu_memory_budget_bytes, " left it ",
+                           left, " after ", absl::StrJoin(placed, ", ")));
+        }
+        left -= std::min(left, assembly);
+        placed.push_back(absl::StrCat("'", source.name(), "' (its assembly) took ", assembly,
+                                      " on ", devices.front().name()));
+      }
       multi = m.get();
       store = std::move(m);
     }

@@ -244,6 +244,45 @@ TEST_F(HostTierTest, TablesShareTheDeviceBudgetInOrder) {
   EXPECT_THAT(StoppingLine(refused.log), HasSubstr("its GPU budget is 1048576 bytes"));
 }
 
+// A table split by rows over two GPU parts is put together on the first device (staging rows and
+// batch buffers), which takes from that device's budget as the parts do: a budget one byte short
+// of parts and assembly stops start-up naming the assembly; the whole sum starts. GPU only (on the
+// CPU the rows are put together in host memory, outside every budget).
+TEST_F(HostTierTest, RowSplitAssemblyTakesFromTheDeviceBudget) {
+  if (!OnGpu()) {
+    GTEST_SKIP() << "the assembly is on a GPU only where every part is";
+  }
+  const std::vector<std::string> split = {"--device=cuda:0,cuda:0", "--placement=rows",
+                                          "--host_tier=false"};
+  int64_t total = 0;
+  int64_t parts = 0;
+  {
+    auto server = Start({"t=" + table_}, split);
+    ASSERT_TRUE(server.ok()) << server.status();
+    auto tables = client::EmbeddingClient::Connect((*server)->target())->ListTables(kTimeout);
+    ASSERT_TRUE(tables.ok()) << tables.status();
+    ASSERT_EQ(tables->size(), 1u);
+    total = tables->front().device_bytes;
+    ASSERT_EQ(tables->front().parts.size(), 2u);
+    for (const client::TableInfo::Part& part : tables->front().parts) {
+      parts += part.device_bytes;
+    }
+  }
+  ASSERT_GT(total, parts) << "the assembly's GPU memory is counted in the table's";
+  std::vector<std::string> short_one = split;
+  short_one.push_back(absl::StrCat("--gpu_memory_budget=", total - 1));
+  const ServerProcess::Exit refused = RunToExit({"t=" + table_}, short_one);
+  EXPECT_EQ(refused.code, 1) << refused.log;
+  EXPECT_THAT(StoppingLine(refused.log),
+              HasSubstr(absl::StrCat("table 't': the row split's assembly needs ", total - parts,
+                                     " bytes on cuda:0 but --gpu_memory_budget=", total - 1,
+                                     " left it ", total - 1 - parts)));
+  std::vector<std::string> exact = split;
+  exact.push_back(absl::StrCat("--gpu_memory_budget=", total));
+  auto server = Start({"t=" + table_}, exact);
+  ASSERT_TRUE(server.ok()) << server.status();
+}
+
 TEST_F(HostTierTest, BadHotIdsStopStartUpNamingTheTableTheFileAndTheId) {
   const std::string bad = dir_.File("bad.npy");
   ASSERT_TRUE(testing::WriteFile(bad, testing::IdsNpyFile({1, 2, kRows, 3})).ok());
