@@ -1,12 +1,18 @@
 #include "service/store/store_factory.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "service/common/status_macros.h"
 #include "service/store/cpu_store.h"
 
 #if EMB_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
+#include "service/common/log.h"
+#include "service/store/gpu/cuda_check.h"
 #include "service/store/gpu/device_rows.h"
 #include "service/store/gpu/gpu_store.h"
 #include "service/store/gpu/pinned_answer_memory.h"
@@ -45,6 +51,38 @@ TableInfo AssemblyInfo(const TableInfo& table, int slots, int64_t block_rows) {
   return info;
 }
 
+#if EMB_HAVE_CUDA
+// Lets each GPU of `devices` copy straight into the memory of `to` and back (peer access), where
+// the two can: a part's rows then reach the assembly over NVLink or PCIe without a host bounce.
+// Without it the copies still work (CUDA stages them through the host).
+absl::Status EnablePeerAccess(const std::vector<Device>& devices, int to,
+                              const StoreOptions& options) {
+  for (const Device& d : devices) {
+    if (d.index == to) {
+      continue;
+    }
+    int can = 0;
+    const CudaCheck check(d.index, options.on_device_lost);
+    RETURN_IF_ERROR(check(cudaDeviceCanAccessPeer(&can, d.index, to), "cudaDeviceCanAccessPeer"));
+    if (can == 0) {
+      LogInfo("cuda:", d.index, " cannot reach cuda:", to,
+              "'s memory directly: a row split's rows pass through the host");
+      continue;
+    }
+    for (const auto& [from, peer] : {std::pair{d.index, to}, std::pair{to, d.index}}) {
+      RETURN_IF_ERROR(check(cudaSetDevice(from), "cudaSetDevice"));
+      const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
+      if (e == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();  // not an error: another table enabled it
+      } else {
+        RETURN_IF_ERROR(check(e, "cudaDeviceEnablePeerAccess"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+#endif
+
 }  // namespace
 
 MultiDeviceStore::AssemblyFactory HostRowAssembly(const StoreOptions& options) {
@@ -78,8 +116,10 @@ MultiDeviceStore::AssemblyFactory RowAssemblyOn(const std::vector<Device>& devic
   }
 #if EMB_HAVE_CUDA
   const int device = devices.front().index;
-  return [device, options](const TableInfo& table,
-                           int64_t block_rows) -> absl::StatusOr<std::unique_ptr<RowAssembly>> {
+  return [device, devices, options](
+             const TableInfo& table,
+             int64_t block_rows) -> absl::StatusOr<std::unique_ptr<RowAssembly>> {
+    RETURN_IF_ERROR(EnablePeerAccess(devices, device, options));
     const int slots = options.inflight_batches;
     TableInfo info = AssemblyInfo(table, slots, block_rows);
     const size_t row_bytes = RowBytes(info.dtype, info.dim);
