@@ -30,7 +30,6 @@ import ctypes
 import datetime
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -38,7 +37,7 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from gather_benchmark import load_cudart  # beside this file
+from gather_benchmark import load_cudart, prepare_run  # beside this file
 
 FLOAT32, FLOAT16, BFLOAT16, INT8_ROWWISE, INT4_ROWWISE = 1, 2, 3, 4, 5
 
@@ -433,17 +432,7 @@ def main():
     libs = load_libs(args)
     import triton
     dev = torch.cuda.current_device()
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm",
-                              "--format=csv,noheader"], capture_output=True, text=True,
-                             timeout=20).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        smi = f"nvidia-smi failed: {e}"
-    # (torch._dynamo is imported at the top: an import here would make `torch` local)
-    for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
-                 "accumulated_recompile_limit"):
-        if hasattr(torch._dynamo.config, knob):
-            setattr(torch._dynamo.config, knob, 1024)
+    smi = prepare_run("name,driver_version,clocks.max.sm")
     meta = {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "gpu": torch.cuda.get_device_name(dev), "nvidia_smi": smi, "torch": torch.__version__,
             "cuda": torch.version.cuda, "triton": triton.__version__,

@@ -106,6 +106,21 @@ def load_cudart():
             break
 
 
+def prepare_run(smi_fields):
+    """What nvidia-smi says of the GPU (the fields asked), and torch.compile allowed enough
+    recompiles for every case (bag_benchmark.py uses it too)."""
+    try:
+        smi = subprocess.run(["nvidia-smi", f"--query-gpu={smi_fields}", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception as e:  # noqa: BLE001
+        smi = f"nvidia-smi failed: {e}"
+    for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                 "accumulated_recompile_limit"):
+        if hasattr(torch._dynamo.config, knob):
+            setattr(torch._dynamo.config, knob, 1024)
+    return smi
+
+
 def load_lib(path):
     load_cudart()
     lib = ctypes.CDLL(path)
@@ -248,16 +263,7 @@ def main():
     rc = lib.emb_gather_tuning(ctypes.byref(sms), ctypes.byref(bps), ctypes.byref(tpb))
     if rc != 0:
         sys.exit(f"emb_gather_tuning failed: cudaError {rc}")
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,clocks.max.sm,clocks.max.mem",
-                              "--format=csv,noheader"], capture_output=True, text=True, timeout=20).stdout.strip()
-    except Exception as e:  # noqa: BLE001
-        smi = f"nvidia-smi failed: {e}"
-
-    for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
-                 "accumulated_recompile_limit"):
-        if hasattr(torch._dynamo.config, knob):
-            setattr(torch._dynamo.config, knob, 1024)
+    smi = prepare_run("name,driver_version,memory.total,clocks.max.sm,clocks.max.mem")
 
     timer = Timer(args.reps, args.warmup, l2_bytes)
     bw = measure_bandwidths(timer)
