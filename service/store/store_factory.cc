@@ -62,14 +62,16 @@ absl::Status EnablePeerAccess(const std::vector<Device>& devices, int to,
       continue;
     }
     int can = 0;
-    const CudaCheck check(d.index, options.on_device_lost);
-    RETURN_IF_ERROR(check(cudaDeviceCanAccessPeer(&can, d.index, to), "cudaDeviceCanAccessPeer"));
+    RETURN_IF_ERROR(CudaCheck(d.index, options.on_device_lost)(
+        cudaDeviceCanAccessPeer(&can, d.index, to), "cudaDeviceCanAccessPeer"));
     if (can == 0) {
       LogInfo("cuda:", d.index, " cannot reach cuda:", to,
               "'s memory directly: a row split's rows pass through the host");
       continue;
     }
     for (const auto& [from, peer] : {std::pair{d.index, to}, std::pair{to, d.index}}) {
+      // A sticky error here is `from`'s: its context is the one the call ran in.
+      const CudaCheck check(from, options.on_device_lost);
       RETURN_IF_ERROR(check(cudaSetDevice(from), "cudaSetDevice"));
       const cudaError_t e = cudaDeviceEnablePeerAccess(peer, 0);
       if (e == cudaErrorPeerAccessAlreadyEnabled) {
