@@ -275,6 +275,23 @@ void EmbeddingClient::LookUpAsync(const LookUpRequestSpec& spec, absl::Duration 
                          });
 }
 
+absl::StatusOr<FeaturesResult> EmbeddingClient::LookUpFeatures(
+    int64_t batch_size, absl::Span<const FeatureSpec> features, std::optional<DataType> dtype,
+    absl::Duration timeout) {
+  if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
+    return s;
+  }
+  pb::LookUpFeaturesRequest request;
+  ToLookUpFeaturesRequest(batch_size, features, dtype, &request);
+  grpc::ClientContext ctx;
+  SetDeadline(timeout, &ctx);
+  pb::LookUpFeaturesResponse response;
+  if (grpc::Status s = stub_->LookUpFeatures(&ctx, request, &response); !s.ok()) {
+    return FromGrpcStatus(s);
+  }
+  return FromLookUpFeaturesResponse(&response);
+}
+
 absl::StatusOr<std::vector<TableInfo>> EmbeddingClient::ListTables(absl::Duration timeout) {
   if (absl::Status s = CheckTimeout(timeout); !s.ok()) {
     return s;

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/features.h"
 #include "embedding/v1/embedding_service.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "kernels/data_type.h"
@@ -206,6 +207,14 @@ class EmbeddingClient {
   // `spec` is copied, so it need not outlive the call. `done` must not block.
   void LookUpAsync(const LookUpRequestSpec& spec, absl::Duration timeout,
                    absl::AnyInvocable<void(absl::StatusOr<LookUpResult>)> done);
+
+  // Every feature of a batch of `batch_size` samples in one call (client/features.h), its answer
+  // in `dtype` (nullopt: float32). The server's status on failure, naming the feature and its
+  // table; INVALID_ARGUMENT without calling if `timeout` is not positive and finite.
+  absl::StatusOr<FeaturesResult> LookUpFeatures(int64_t batch_size,
+                                                absl::Span<const FeatureSpec> features,
+                                                std::optional<DataType> dtype,
+                                                absl::Duration timeout);
 
   // Every table the server holds, the default table first. A table's dtype may be a quantized
   // type (DataType::kInt8Rowwise, kInt4Rowwise); its lookups answer value types.

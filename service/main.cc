@@ -72,6 +72,11 @@ ABSL_FLAG(int64_t, max_queue_ids, 1 << 20,
           "Most ids queued per table; past it LookUp answers RESOURCE_EXHAUSTED at once.");
 ABSL_FLAG(int64_t, max_request_ids, 65536,
           "Most ids in one LookUp (INVALID_ARGUMENT beyond); at most --max_batch_ids.");
+ABSL_FLAG(int64_t, max_features_per_call, 1024,
+          "Most features in one LookUpFeatures call (INVALID_ARGUMENT beyond).");
+ABSL_FLAG(int64_t, max_feature_call_ids, int64_t{1} << 19,
+          "Most ids of all features of one LookUpFeatures call (INVALID_ARGUMENT beyond); each "
+          "feature is also held to --max_request_ids. Raises the gRPC receive limit with it.");
 ABSL_FLAG(int64_t, max_response_bytes, 128 << 20,
           "Largest LookUp answer in bytes (INVALID_ARGUMENT beyond); sets the gRPC send limit.");
 ABSL_FLAG(int32_t, answer_threads, -1,
@@ -230,6 +235,8 @@ absl::StatusOr<emb::service::ServerConfig> ConfigFromFlags(
   c.batcher.max_queue_ids = absl::GetFlag(FLAGS_max_queue_ids);
   c.limits.max_request_ids = absl::GetFlag(FLAGS_max_request_ids);
   c.limits.max_response_bytes = absl::GetFlag(FLAGS_max_response_bytes);
+  c.limits.max_features_per_call = absl::GetFlag(FLAGS_max_features_per_call);
+  c.limits.max_feature_call_ids = absl::GetFlag(FLAGS_max_feature_call_ids);
   c.limits.max_unsent_answer_bytes = absl::GetFlag(FLAGS_max_unsent_answer_bytes);
   c.limits.max_unsent_answer_bytes_per_connection =
       absl::GetFlag(FLAGS_max_unsent_answer_bytes_per_connection);

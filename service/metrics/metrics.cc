@@ -216,6 +216,23 @@ Metrics::Metrics()
                                "\"loaded\" (swapped in) or \"refused\" (missing, broken, "
                                "another shape, no room beside the served one: it stayed).")
                          .Register(*registry_)),
+      feature_call_features_(BuildHistogram()
+                                 .Name("embedding_feature_call_features")
+                                 .Help("Features in each LookUpFeatures call that passed its "
+                                       "checks.")
+                                 .Register(*registry_)
+                                 .Add({}, PowersOfTwo(12))),
+      feature_call_ids_(BuildHistogram()
+                            .Name("embedding_feature_call_ids")
+                            .Help("Ids of all features of each LookUpFeatures call that passed "
+                                  "its checks.")
+                            .Register(*registry_)
+                            .Add({}, PowersOfTwo(20))),
+      feature_errors_(BuildCounter()
+                          .Name("embedding_feature_errors_total")
+                          .Help("Features of LookUpFeatures calls that failed after they were "
+                                "queued (each fails its call), by table and gRPC code.")
+                          .Register(*registry_)),
       unsent_answer_bytes_(BuildGauge()
                                .Name("embedding_unsent_answer_bytes")
                                .Help("Bytes of answer memory held for LookUps from admission "
@@ -308,6 +325,17 @@ void Metrics::RejectIds(const std::string& table, absl::string_view reason, int6
   const prometheus::Labels labels = {{"table", table}, {"reason", std::string(reason)}};
   rejected_ids_.Add(labels).Increment(static_cast<double>(ids));
   rejected_requests_.Add(labels).Increment();
+}
+
+void Metrics::RecordFeatureCall(int64_t features, int64_t ids) {
+  feature_call_features_.Observe(static_cast<double>(features));
+  feature_call_ids_.Observe(static_cast<double>(ids));
+}
+
+void Metrics::FeatureFailed(const std::string& table, absl::StatusCode code) {
+  feature_errors_
+      .Add({{"table", table}, {"code", std::string(GrpcCodeName(static_cast<int>(code)))}})
+      .Increment();
 }
 
 // The instances of one gRPC method, resolved on its first call; per code on the code's first use.

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "prometheus/counter.h"
@@ -87,6 +88,12 @@ class Metrics {
   // embedding_rejected_requests_total still counts).
   void RejectIds(const std::string& table, absl::string_view reason, int64_t ids);
 
+  // A LookUpFeatures call was planned: its features and the ids of all of them.
+  void RecordFeatureCall(int64_t features, int64_t ids);
+  // A feature of a LookUpFeatures call on `table` failed after it was queued (the call failed
+  // with it), with gRPC code `code`.
+  void FeatureFailed(const std::string& table, absl::StatusCode code);
+
   // Bytes of answer memory held for LookUps whose answers gRPC has not yet sent or dropped
   // (service/rpc/unsent_answers.h).
   prometheus::Gauge& unsent_answer_bytes() { return unsent_answer_bytes_; }
@@ -149,6 +156,9 @@ class Metrics {
   prometheus::Family<prometheus::Gauge>& table_version_;
   prometheus::Family<prometheus::Counter>& table_saves_;
   prometheus::Family<prometheus::Counter>& version_loads_;
+  prometheus::Histogram& feature_call_features_;
+  prometheus::Histogram& feature_call_ids_;
+  prometheus::Family<prometheus::Counter>& feature_errors_;
   prometheus::Gauge& unsent_answer_bytes_;
   prometheus::Gauge& unsent_answer_waiting_calls_;
   prometheus::Gauge& health_status_;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/convert/data_type_proto.h"
+#include "service/rpc/features_call.h"
 #include "service/rpc/grpc_status.h"
 #include "service/rpc/lookup_answer.h"
 #include "service/rpc/request_table.h"
@@ -23,19 +24,6 @@ using embedding::v1::LookUpRequest;
 
 absl::Status ShuttingDown() {
   return absl::UnavailableError("the server is shutting down; retry on another replica");
-}
-
-absl::string_view RejectReason(UnsentAnswers::Bound bound) {
-  switch (bound) {
-    case UnsentAnswers::Bound::kConnection:
-      return kRejectUnsentConnection;
-    case UnsentAnswers::Bound::kDeadline:
-      return kRejectWouldBeLate;
-    case UnsentAnswers::Bound::kTotal:
-    case UnsentAnswers::Bound::kNone:
-      break;
-  }
-  return kRejectUnsentTotal;
 }
 
 grpc::ServerUnaryReactor* FinishNow(grpc::CallbackServerContext* ctx, const absl::Status& s) {
@@ -139,18 +127,36 @@ void SubmitToBatcher(LookUpCall* call, Metrics* metrics) {
 // (INVALID_ARGUMENT).
 class NoMessageCall final : public grpc::ServerUnaryReactor {
  public:
-  NoMessageCall() { StartSendInitialMetadata(); }
+  explicit NoMessageCall(absl::string_view message) : message_(message) {
+    StartSendInitialMetadata();
+  }
   void OnSendInitialMetadataDone(bool ok) override {
     Finish(ok ? ToGrpcStatus(absl::InvalidArgumentError(
-                    "the call carried no whole LookUpRequest message (none was sent, or the "
-                    "stream ended inside it)"))
+                    absl::StrCat("the call carried no whole ", message_,
+                                 " message (none was sent, or the stream ended inside it)")))
               : grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
   }
   void OnCancel() override {}
   void OnDone() override { delete this; }
+
+ private:
+  const absl::string_view message_;
 };
 
 }  // namespace
+
+absl::string_view RejectReason(UnsentAnswers::Bound bound) {
+  switch (bound) {
+    case UnsentAnswers::Bound::kConnection:
+      return kRejectUnsentConnection;
+    case UnsentAnswers::Bound::kDeadline:
+      return kRejectWouldBeLate;
+    case UnsentAnswers::Bound::kTotal:
+    case UnsentAnswers::Bound::kNone:
+      break;
+  }
+  return kRejectUnsentTotal;
+}
 
 EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics, Clock* clock)
     : limits_(limits),
@@ -163,7 +169,18 @@ EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metric
               .deadline_fraction = limits.deadline_admission_fraction,
               .socket_bytes = static_cast<size_t>(limits.deadline_admission_socket_bytes),
               .waiting_per_connection = limits.max_waiting_calls_per_connection},
-          &metrics->unsent_answer_bytes(), clock, &metrics->unsent_answer_waiting_calls()) {}
+          &metrics->unsent_answer_bytes(), clock, &metrics->unsent_answer_waiting_calls()),
+      features_(std::make_unique<FeaturesService>(FeaturesService{
+          .limits = FeatureLimits{.max_features = limits.max_features_per_call,
+                                  .max_call_ids = limits.max_feature_call_ids,
+                                  .max_feature_ids = limits.max_request_ids,
+                                  .max_response_bytes = limits.max_response_bytes},
+          .max_call_time = limits.max_call_time,
+          .metrics = metrics,
+          .clock = clock,
+          .unsent_answers = &unsent_answers_})) {}
+
+EmbeddingServiceImpl::~EmbeddingServiceImpl() = default;
 
 void EmbeddingServiceImpl::SetTables(std::vector<ServedTable>* tables) {
   tables_.store(tables, std::memory_order_release);
@@ -253,7 +270,7 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
   if (!request_bytes->Valid()) {
     // gRPC hands a raw method no buffer when the client half-closed without a whole message
     // (none sent, or a length prefix the stream ended short of), or reset the stream first.
-    return new NoMessageCall();
+    return new NoMessageCall("LookUpRequest");
   }
   auto* call = new LookUpCall(ctx, clock_, &unsent_answers_);  // deletes itself in OnDone
   // The call's deadline in the server: its client's, at most max_call_time from now.
@@ -326,6 +343,22 @@ grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUp(grpc::CallbackServerConte
     SubmitToBatcher(call, metrics_);
   }
   return call;
+}
+
+grpc::ServerUnaryReactor* EmbeddingServiceImpl::LookUpFeatures(
+    grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  if (grpc::ServerUnaryReactor* reactor = HoldOrRefuse(ctx)) {
+    return reactor;
+  }
+  if (!request_bytes->Valid()) {
+    return new NoMessageCall("LookUpFeaturesRequest");
+  }
+  std::vector<ServedTable>* tables = tables_.load(std::memory_order_acquire);
+  if (tables == nullptr) {
+    return FinishNow(ctx, absl::UnavailableError("tables are still loading; retry shortly"));
+  }
+  return StartLookUpFeatures(ctx, *request_bytes, response_bytes, tables, *features_);
 }
 
 grpc::ServerUnaryReactor* EmbeddingServiceImpl::ListTables(grpc::CallbackServerContext* ctx,

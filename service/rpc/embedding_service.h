@@ -56,6 +56,10 @@ struct ServiceLimits {
   // The longest a LookUp may stay in the server when its client set no deadline (or a later
   // one): its deadline for admission and for the queue.
   absl::Duration max_call_time = absl::Seconds(60);
+  // LookUpFeatures: the most features, and ids of all features, in one call (each feature is
+  // also held to max_request_ids, and the whole answer to max_response_bytes).
+  int64_t max_features_per_call = 1024;
+  int64_t max_feature_call_ids = int64_t{1} << 19;
 };
 
 // Where a table loaded from a version directory (DIR/N/) saves its next version.
@@ -70,6 +74,8 @@ struct TableVersions {
   std::atomic<bool> pinned{false};   // LoadVersion of a given version: polling leaves it
   std::atomic<int64_t> refused{0};   // the newest version polling found broken (not retried)
 };
+
+struct FeaturesService;
 
 // One served table: its store, batcher, writer and metrics. The service holds them in flag order,
 // default first.
@@ -86,15 +92,20 @@ struct ServedTable {
 absl::StatusOr<ServedTable*> FindServedTable(std::vector<ServedTable>* tables,
                                              const std::string& name);
 
-// ListTables through protobuf messages, LookUp on raw bytes.
+// ListTables through protobuf messages, LookUp and LookUpFeatures on raw bytes.
 using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod_ListTables<
     embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUp<
-        embedding::v1::EmbeddingService::Service>>;
+        embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUpFeatures<
+            embedding::v1::EmbeddingService::Service>>>;
+
+// The reason of embedding_rejected_ids_total for a call refused by `bound` of the unsent answers.
+absl::string_view RejectReason(UnsentAnswers::Bound bound);
 
 class EmbeddingServiceImpl final : public EmbeddingServiceBase {
  public:
   // `clock` (the time of deadlines) must outlive the service and every answer gRPC holds.
   EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics, Clock* clock = Clock::Real());
+  ~EmbeddingServiceImpl() override;
 
   // Makes the tables servable; until then LookUp answers UNAVAILABLE. Call once.
   void SetTables(std::vector<ServedTable>* tables);
@@ -111,6 +122,10 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
   grpc::ServerUnaryReactor* LookUp(grpc::CallbackServerContext* ctx,
                                    const grpc::ByteBuffer* request,
                                    grpc::ByteBuffer* response) override;
+  // Serves through StartLookUpFeatures (service/rpc/features_call.h).
+  grpc::ServerUnaryReactor* LookUpFeatures(grpc::CallbackServerContext* ctx,
+                                           const grpc::ByteBuffer* request,
+                                           grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ListTables(grpc::CallbackServerContext* ctx,
                                        const embedding::v1::ListTablesRequest* request,
                                        embedding::v1::ListTablesResponse* response) override;
@@ -128,6 +143,7 @@ class EmbeddingServiceImpl final : public EmbeddingServiceBase {
   Metrics* const metrics_;
   Clock* const clock_;
   UnsentAnswers unsent_answers_;
+  std::unique_ptr<FeaturesService> features_;  // what LookUpFeatures calls are served with
   std::atomic<std::vector<ServedTable>*> tables_{nullptr};
   std::atomic<Gate> gate_{Gate::kOpen};  // read without mu_ on every call; changed under mu_
   mutable absl::Mutex mu_;

@@ -106,45 +106,8 @@ absl::Status PlanBags(const LookUpRequest& request, int64_t max_request_ids, Loo
                      ShapeText(request.shape()), "; leave shape empty or [", n, "]"));
   }
   std::vector<int64_t>& offsets = plan->offsets;
-  if (request.offsets_size() > 0) {
-    const auto& o = request.offsets();
-    if (o.Get(0) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("offsets[0] = ", o.Get(0), "; the first offset must be 0"));
-    }
-    for (int i = 1; i < o.size(); ++i) {
-      if (o.Get(i) < o.Get(i - 1)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is below offsets[", i - 1,
-                         "] = ", o.Get(i - 1), "; offsets never decrease"));
-      }
-      if (o.Get(i) > n) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is past the end of ids (", n, " ids)"));
-      }
-    }
-    if (o.Get(o.size() - 1) != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("the last offset, offsets[", o.size() - 1, "] = ", o.Get(o.size() - 1),
-                       ", must be len(ids) = ", n, " (bags + 1 offsets, as FBGEMM takes them)"));
-    }
-    offsets.assign(o.begin(), o.end());
-  } else if (request.lengths_size() > 0) {
-    offsets.reserve(static_cast<size_t>(request.lengths_size()) + 1);
-    offsets.push_back(0);
-    for (int i = 0; i < request.lengths_size(); ++i) {
-      const int64_t len = request.lengths(i);
-      if (len < 0 || len > n - offsets.back()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "lengths[", i, "] = ", len,
-            len < 0 ? " is negative" : absl::StrCat(": the lengths so far exceed len(ids) = ", n)));
-      }
-      offsets.push_back(offsets.back() + len);
-    }
-    if (offsets.back() != n) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("lengths sum to ", offsets.back(), " but ids has ", n));
-    }
+  if (request.offsets_size() > 0 || request.lengths_size() > 0) {
+    RETURN_IF_ERROR(BagOffsets(request.offsets(), request.lengths(), n, &offsets));
   } else {
     // The shape's last axis is the bag: bags of equal length, as embedding_bag takes a 2-D input.
     const int64_t length = request.shape_size() > 0 ? request.shape(request.shape_size() - 1) : n;
@@ -169,6 +132,54 @@ absl::Status PlanBags(const LookUpRequest& request, int64_t max_request_ids, Loo
 }
 
 }  // namespace
+
+absl::Status BagOffsets(const google::protobuf::RepeatedField<int64_t>& given_offsets,
+                        const google::protobuf::RepeatedField<int64_t>& lengths, int64_t n,
+                        std::vector<int64_t>* offsets_out) {
+  std::vector<int64_t>& offsets = *offsets_out;
+  offsets.clear();
+  if (given_offsets.size() > 0) {
+    const auto& o = given_offsets;
+    if (o.Get(0) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("offsets[0] = ", o.Get(0), "; the first offset must be 0"));
+    }
+    for (int i = 1; i < o.size(); ++i) {
+      if (o.Get(i) < o.Get(i - 1)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is below offsets[", i - 1,
+                         "] = ", o.Get(i - 1), "; offsets never decrease"));
+      }
+      if (o.Get(i) > n) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("offsets[", i, "] = ", o.Get(i), " is past the end of ids (", n, " ids)"));
+      }
+    }
+    if (o.Get(o.size() - 1) != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the last offset, offsets[", o.size() - 1, "] = ", o.Get(o.size() - 1),
+                       ", must be len(ids) = ", n, " (bags + 1 offsets, as FBGEMM takes them)"));
+    }
+    offsets.assign(o.begin(), o.end());
+  } else {
+    offsets.reserve(static_cast<size_t>(lengths.size()) + 1);
+    offsets.push_back(0);
+    for (int i = 0; i < lengths.size(); ++i) {
+      const int64_t len = lengths.Get(i);
+      if (len < 0 || len > n - offsets.back()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "lengths[", i, "] = ", len,
+            len < 0 ? " is negative" : absl::StrCat(": the lengths so far exceed len(ids) = ", n)));
+      }
+      offsets.push_back(offsets.back() + len);
+    }
+    if (offsets.back() != n) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("lengths sum to ", offsets.back(), " but ids has ", n));
+    }
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<LookUpPlan> PlanLookUp(const LookUpRequest& request, const RequestTable& table,
                                       int64_t max_request_ids, int64_t max_response_bytes,

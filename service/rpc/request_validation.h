@@ -70,6 +70,14 @@ absl::StatusOr<LookUpPlan> PlanLookUp(const embedding::v1::LookUpRequest& reques
                                       const RequestTable& table, int64_t max_request_ids,
                                       int64_t max_response_bytes, absl::string_view* reject_reason);
 
+// The bags over `n` ids as offsets (bags + 1 of them, from 0 to n): `offsets` as given, when
+// any, else from `lengths`. INVALID_ARGUMENT naming the first offset or length that is wrong:
+// offsets that do not start at 0, decrease or do not end at n; lengths that are negative or do
+// not sum to n.
+absl::Status BagOffsets(const google::protobuf::RepeatedField<int64_t>& offsets,
+                        const google::protobuf::RepeatedField<int64_t>& lengths, int64_t n,
+                        std::vector<int64_t>* offsets_out);
+
 // PlanLookUp's answer type alone.
 absl::StatusOr<DataType> ValidateLookUpRequest(const embedding::v1::LookUpRequest& request,
                                                const RequestTable& table, int64_t max_request_ids,

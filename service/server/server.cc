@@ -111,7 +111,10 @@ absl::StatusOr<std::unique_ptr<EmbeddingServer>> EmbeddingServer::Start(
   builder.AddListeningPort(config.grpc_address, port_credentials.credentials, &server->grpc_port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->health_.get());  // NOT_SERVING until the tables are loaded
-  const int64_t max_receive = config.limits.max_request_ids * 10 + kMessageSlack;
+  // A varint id takes at most 10 bytes; a feature's id also a weight and a length.
+  const int64_t max_receive =
+      std::max(config.limits.max_request_ids * 10, config.limits.max_feature_call_ids * 16) +
+      kMessageSlack;
   builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(max_receive, INT32_MAX)));
   builder.SetMaxSendMessageSize(static_cast<int>(config.limits.max_response_bytes + kMessageSlack));
   // gRPC sets SO_REUSEPORT by default, so that a second server on a busy port would start

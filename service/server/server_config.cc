@@ -54,6 +54,13 @@ absl::Status CheckConfig(const ServerConfig& c) {
                                                    ") must be in [1, --max_batch_ids (",
                                                    c.batcher.max_batch_ids, ")]"));
   }
+  if (c.limits.max_features_per_call < 1 || c.limits.max_feature_call_ids < 1 ||
+      c.limits.max_feature_call_ids > (int64_t{1} << 26)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_features_per_call (", c.limits.max_features_per_call,
+        ") must be at least 1, and --max_feature_call_ids (", c.limits.max_feature_call_ids,
+        ") in [1, 2^26] (it sets the gRPC receive limit to 16 bytes an id)"));
+  }
   if (c.batcher.max_queue_ids < c.batcher.max_batch_ids) {
     return absl::InvalidArgumentError(absl::StrCat("--max_queue_ids (", c.batcher.max_queue_ids,
                                                    ") must be at least --max_batch_ids (",
