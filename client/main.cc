@@ -39,6 +39,11 @@ constexpr char kUsage[] =
     "                   with --pooling=sum|mean one row per bag (--offsets, --lengths, or\n"
     "                   the last axis of --shape);\n"
     "                   with --shards, from a table split over servers (not pooled)\n"
+    "  lookup-features FEATURE...\n"
+    "                   every feature of a batch of --batch_size samples in one call; a\n"
+    "                   FEATURE is [NAME=]TABLE:IDS[:LENGTHS[:POOLING]] (comma-separated\n"
+    "                   lists; no LENGTHS: one id a sample; POOLING none, sum or mean), e.g.\n"
+    "                   --batch_size=2 lookup-features clicks=items:3,5,7:2,1:sum user=users:4,9\n"
     "  tables           list the server's tables (dtype int8_rowwise or int4_rowwise for a\n"
     "                   quantized one; bytes: what its rows take; where: device, or host+cache\n"
     "                   N rows for a GPU table in the host tier)\n"
@@ -155,6 +160,9 @@ int Main(int argc, char** argv) {
   }
   if (command == "lookup") {
     return LookUpCommand(args, *tls);
+  }
+  if (command == "lookup-features") {
+    return FeaturesCommand(args, *tls);
   }
   if (command == "tables") {
     return TablesCommand(args, *tls);

@@ -16,6 +16,9 @@ namespace emb::client::cli {
 // lookup ID...: the rows of the ids, one per id or per bag (--pooling); --shards: sharded.
 int LookUpCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls);
 
+// lookup-features FEATURE...: every feature of --batch_size samples in one call.
+int FeaturesCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls);
+
 // tables: a table of the server's tables, one row each.
 int TablesCommand(const std::vector<std::string>& args, const std::optional<TlsOptions>& tls);
 

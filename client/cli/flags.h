@@ -45,6 +45,7 @@ ABSL_DECLARE_FLAG(std::vector<std::string>, shape);
 ABSL_DECLARE_FLAG(std::string, pooling);
 ABSL_DECLARE_FLAG(std::vector<std::string>, offsets);
 ABSL_DECLARE_FLAG(std::vector<std::string>, lengths);
+ABSL_DECLARE_FLAG(int64_t, batch_size);
 ABSL_DECLARE_FLAG(bool, exact);
 ABSL_DECLARE_FLAG(std::vector<std::string>, weights);
 // update, replay
