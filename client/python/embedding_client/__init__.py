@@ -12,6 +12,10 @@ well):
         bags = c.look_up([1, 2, 3, 4, 5], pooling="sum",
                          offsets=[0, 3, 5])                   # [2, dim]: rows 1+2+3, 4+5
         means = c.look_up([[1, 2], [3, 4]], pooling="mean")   # [2, dim]: bags along the last axis
+        kt = c.look_up_features({                             # every feature of 2 samples
+            "user": dict(table="users", ids=[7, 9], pooling="sum"),  # one id a sample
+            "clicks": dict(table="items", ids=[1, 2, 3], lengths=[2, 1], pooling="sum")})
+        kt.pooled                                             # [2, users' dim + items' dim]
 
 Over TLS (the server's --tls_cert/--tls_key), and mutual TLS (its --tls_client_ca):
 
@@ -46,12 +50,14 @@ A failed TLS handshake (an unknown CA, a refused client certificate) is UNAVAILA
 
 from ._common import LoadedVersion, SavedVersion, TableVersion, UpdateAck
 from .admin import EmbeddingAdminClient, RowWriter, update_request
+from .features import FeaturesAnswer, features_from_kjt
 from .lookup import EmbeddingClient
 from .sharded import IdRangeError, ShardedClient, ShardError, shard_service_config
 
 __all__ = [
     "EmbeddingAdminClient",
     "EmbeddingClient",
+    "FeaturesAnswer",
     "IdRangeError",
     "LoadedVersion",
     "RowWriter",
@@ -60,6 +66,7 @@ __all__ = [
     "ShardedClient",
     "TableVersion",
     "UpdateAck",
+    "features_from_kjt",
     "shard_service_config",
     "update_request",
 ]

@@ -5,6 +5,7 @@ import numpy as np
 from embedding.v1 import embedding_service_pb2 as pb
 from embedding.v1 import embedding_service_pb2_grpc as pb_grpc
 
+from . import features as _features
 from ._common import (
     _DTYPES,
     _TABLE_DTYPES,
@@ -74,6 +75,32 @@ class EmbeddingClient(_OneChannelClient):
             return rows.reshape(tuple(response.shape))
         # The server answers an empty request shape (one id, ids.shape == ()) as [1, dim].
         return rows.reshape(ids.shape + (dim,))
+
+    def look_up_features(self, features, batch_size=None, dtype=None, timeout=None):
+        """Every feature of a batch of samples in one call (EmbeddingService.LookUpFeatures), as
+        a FeaturesAnswer (features.py): the pooled features side by side, one row per sample
+        (TorchRec's KeyedTensor), and the unpooled features' rows.
+
+        features: {name: spec} (or [(name, spec)]), a spec a dict of `table` (default: the
+        server's default table), `ids`, and one bag of ids per sample as `lengths` (one per
+        sample) or `offsets` (batch_size + 1), or neither for one id a sample; `pooling` "sum"
+        or "mean" (None: a row per id), and `weights` (one per id, "sum" only).
+        features_from_kjt() makes them from a KeyedJaggedTensor's parts. batch_size: the
+        samples (None: from the first feature's lengths or offsets, else its ids). The server
+        checks everything (INVALID_ARGUMENT, NOT_FOUND, OUT_OF_RANGE naming the feature and its
+        table); a malformed spec here raises ValueError."""
+        dtype = _dtype_name(dtype)
+        items = list(features.items() if isinstance(features, dict) else features)
+        if batch_size is None:
+            if not items:
+                raise ValueError("no features, and no batch_size")
+            first = items[0][1]
+            batch_size = (len(first["lengths"]) if first.get("lengths") is not None
+                          else len(first["offsets"]) - 1 if first.get("offsets") is not None
+                          else len(first.get("ids", [])))
+        request = _features.request(items, batch_size, dtype)
+        response = self._stub.LookUpFeatures(request, timeout=timeout or self._timeout)
+        return _features.answer(response)
 
     def list_tables(self, timeout=None):
         """[{name, rows, dim, dtype, bytes, device, is_default, sequence, updated_rows, version,
