@@ -8,35 +8,6 @@
 namespace emb::kernels::bags {
 namespace {
 
-// The widest load (bytes) that every vector of every row of `t` can use: the row's elements
-// split into whole vectors and each row starts aligned to it (the table's address and the row's
-// size are multiples of it). 0: one element at a time (int4 rows of odd dim). `address`: the
-// table's, or the bitwise or of both tiers' (aligned to the less aligned of them).
-int VectorBytes(DataType t, int64_t dim, uintptr_t address) {
-  const size_t row = RowBytes(t, dim);
-  const int widest = t == DataType::kInt4Rowwise ? 8 : 16;
-  for (int b = widest; b >= 1; b /= 2) {
-    size_t elements_bytes;  // bytes of the row's elements
-    if (t == DataType::kInt4Rowwise) {
-      if (dim % (2 * b) != 0) {
-        continue;
-      }
-      elements_bytes = static_cast<size_t>(dim) / 2;
-    } else if (t == DataType::kInt8Rowwise) {
-      elements_bytes = static_cast<size_t>(dim);
-    } else {
-      if (b < static_cast<int>(ElementSize(t))) {
-        break;
-      }
-      elements_bytes = static_cast<size_t>(dim) * ElementSize(t);
-    }
-    if (elements_bytes % b == 0 && row % b == 0 && address % b == 0) {
-      return b;
-    }
-  }
-  return t == DataType::kInt4Rowwise ? 0 : static_cast<int>(ElementSize(t));
-}
-
 // Whether `p` is a plain gather: bags of one id, unweighted and unscaled (GatherKernel).
 bool IsGather(const LookupProblem& p) {
   return p.offsets == nullptr && p.weights == nullptr && p.scales == nullptr;

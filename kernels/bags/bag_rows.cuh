@@ -1,6 +1,7 @@
-// The bag kernels' row access (kernels/bags/bag_kernel.cuh): vector loads of a row of any table
-// type, its scale, decoding to float32, stores of the answer's type, the address of a row in one
-// or two tiers, and the count of host rows read. Private to kernels/.
+// The bag kernels' row access (kernels/bags/bag_kernel.cuh, kernels/features/): the widest vector
+// a table's rows allow, vector loads of a row of any table type, its scale, decoding to float32,
+// stores of the answer's type, the address of a row in one or two tiers, and the count of host
+// rows read. Private to kernels/.
 #ifndef EMB_KERNELS_BAGS_BAG_ROWS_CUH_
 #define EMB_KERNELS_BAGS_BAG_ROWS_CUH_
 
@@ -26,6 +27,35 @@ inline constexpr int kValuesPerVector = kT == DataType::kInt4Rowwise
                                         : kT == DataType::kInt8Rowwise
                                             ? kVecBytes
                                             : kVecBytes / static_cast<int>(ElementSize(kT));
+
+// The widest load (bytes) that every vector of every row of `t` can use: the row's elements
+// split into whole vectors and each row starts aligned to it (the table's address and the row's
+// size are multiples of it). 0: one element at a time (int4 rows of odd dim). `address`: the
+// table's, or the bitwise or of both tiers' (aligned to the less aligned of them).
+__host__ __device__ inline int VectorBytes(DataType t, int64_t dim, uintptr_t address) {
+  const size_t row = RowBytes(t, dim);
+  const int widest = t == DataType::kInt4Rowwise ? 8 : 16;
+  for (int b = widest; b >= 1; b /= 2) {
+    size_t elements_bytes;  // bytes of the row's elements
+    if (t == DataType::kInt4Rowwise) {
+      if (dim % (2 * b) != 0) {
+        continue;
+      }
+      elements_bytes = static_cast<size_t>(dim) / 2;
+    } else if (t == DataType::kInt8Rowwise) {
+      elements_bytes = static_cast<size_t>(dim);
+    } else {
+      if (b < static_cast<int>(ElementSize(t))) {
+        break;
+      }
+      elements_bytes = static_cast<size_t>(dim) * ElementSize(t);
+    }
+    if (elements_bytes % b == 0 && row % b == 0 && address % b == 0) {
+      return b;
+    }
+  }
+  return t == DataType::kInt4Rowwise ? 0 : static_cast<int>(ElementSize(t));
+}
 
 // One vector of a row as loaded: its raw bytes.
 template <int kVecBytes>
