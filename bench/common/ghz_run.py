@@ -9,10 +9,10 @@ import tempfile
 METHOD = "embedding.v1.EmbeddingService/LookUp"
 
 
-def run(binary, port, data_path, concurrency, duration, max_recv="256MB"):
+def run(binary, port, data_path, concurrency, duration, max_recv="256MB", method=METHOD):
     """ghz at `concurrency` callers over min(concurrency, 8) connections for `duration` seconds,
-    sending the JSON request(s) in `data_path` (an array: round robin)."""
-    cmd = [binary, "--insecure", "--call", METHOD, "-D", data_path, "-c", str(concurrency),
+    sending the JSON request(s) in `data_path` (an array: round robin) to `method`."""
+    cmd = [binary, "--insecure", "--call", method, "-D", data_path, "-c", str(concurrency),
            "--connections", str(min(concurrency, 8)), "-z", f"{duration}s",
            "--duration-stop=wait", "-t", "20s",
            "--max-recv-message-size", max_recv, "-O", "json", f"127.0.0.1:{port}"]
