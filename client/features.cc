@@ -31,8 +31,7 @@ std::vector<float> Widen(const std::string& bytes, DataType dtype, size_t first,
 
 std::vector<float> FeaturesResult::PooledRow(size_t f, int64_t sample) const {
   const Feature& feature = features.at(f);
-  return Widen(pooled, dtype,
-               static_cast<size_t>(sample * pooled_width + feature.pooled_column),
+  return Widen(pooled, dtype, static_cast<size_t>(sample * pooled_width + feature.pooled_column),
                static_cast<size_t>(feature.dim));
 }
 
@@ -79,13 +78,13 @@ absl::StatusOr<FeaturesResult> FromLookUpFeaturesResponse(pb::LookUpFeaturesResp
   }
   result.pooled = std::move(*response->mutable_pooled());
   for (pb::FeatureAnswer& a : *response->mutable_features()) {
-    const bool fits = a.dim() > 0 && (a.pooled() ? a.pooled_column() >= 0 &&
-                                                       a.pooled_column() + a.dim() <=
-                                                           result.pooled_width
-                                                 : a.embeddings().size() % (a.dim() * element) == 0);
+    const bool fits =
+        a.dim() > 0 &&
+        (a.pooled() ? a.pooled_column() >= 0 && a.pooled_column() + a.dim() <= result.pooled_width
+                    : a.embeddings().size() % (a.dim() * element) == 0);
     if (!fits) {
-      return absl::InternalError(absl::StrCat("server answered feature '", a.name(),
-                                              "' with dim ", a.dim(), " that its bytes do not fit"));
+      return absl::InternalError(absl::StrCat("server answered feature '", a.name(), "' with dim ",
+                                              a.dim(), " that its bytes do not fit"));
     }
     result.features.push_back(FeaturesResult::Feature{std::move(*a.mutable_name()), a.dim(),
                                                       a.pooled(), a.pooled_column(),

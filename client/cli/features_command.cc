@@ -22,8 +22,7 @@
 namespace emb::client::cli {
 namespace {
 
-absl::Status ParseList(absl::string_view what, absl::string_view text,
-                       std::vector<int64_t>* out) {
+absl::Status ParseList(absl::string_view what, absl::string_view text, std::vector<int64_t>* out) {
   for (absl::string_view e : absl::StrSplit(text, ',', absl::SkipEmpty())) {
     int64_t v;
     if (!absl::SimpleAtoi(e, &v)) {
@@ -44,8 +43,8 @@ absl::StatusOr<FeatureSpec> ParseFeature(absl::string_view text) {
   }
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   if (parts.size() < 2 || parts.size() > 4) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "feature \"", text, "\" is not [NAME=]TABLE:IDS[:LENGTHS[:POOLING]]"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("feature \"", text, "\" is not [NAME=]TABLE:IDS[:LENGTHS[:POOLING]]"));
   }
   f.table = std::string(parts[0]);
   if (f.name.empty()) {
@@ -101,17 +100,17 @@ int FeaturesCommand(const std::vector<std::string>& args, const std::optional<Tl
   }
   // Per feature, one line a sample (pooled) or an id (not pooled).
   const bool exact = absl::GetFlag(FLAGS_exact);
-  std::string out = absl::StrCat("batch_size ", result->batch_size, "\ndtype ",
-                                 DataTypeName(result->dtype), "\npooled_width ",
-                                 result->pooled_width, "\n");
+  std::string out =
+      absl::StrCat("batch_size ", result->batch_size, "\ndtype ", DataTypeName(result->dtype),
+                   "\npooled_width ", result->pooled_width, "\n");
   for (size_t f = 0; f < result->features.size(); ++f) {
     const FeaturesResult::Feature& a = result->features[f];
     absl::StrAppend(&out, "feature ", a.name, " dim ", a.dim,
                     a.pooled ? absl::StrCat(" pooled at column ", a.pooled_column) : " not pooled",
                     "\n");
-    const int64_t rows = a.pooled ? result->batch_size
-                                  : static_cast<int64_t>(a.embeddings.size() /
-                                                         (a.dim * ElementSize(result->dtype)));
+    const int64_t rows =
+        a.pooled ? result->batch_size
+                 : static_cast<int64_t>(a.embeddings.size() / (a.dim * ElementSize(result->dtype)));
     for (int64_t r = 0; r < rows; ++r) {
       absl::StrAppend(&out, a.pooled ? "sample " : "id ",
                       a.pooled ? r : features[f].ids[static_cast<size_t>(r)], ":");

@@ -94,7 +94,8 @@ ABSL_FLAG(std::vector<std::string>, lengths, {},
 ABSL_FLAG(int64_t, batch_size, 1,
           "lookup-features: the samples of the batch; each feature holds a bag of ids a sample.");
 ABSL_FLAG(bool, exact, false,
-          "lookup, lookup-features: print each value with 9 significant digits (%.9g), enough to read back the "
+          "lookup, lookup-features: print each value with 9 significant digits (%.9g), enough to "
+          "read back the "
           "same float32, instead of 6.");
 ABSL_FLAG(std::vector<std::string>, weights, {},
           "lookup, with --pooling=sum: one weight per id, e.g. 0.5,1,2; each row is multiplied "

@@ -170,15 +170,15 @@ EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metric
               .socket_bytes = static_cast<size_t>(limits.deadline_admission_socket_bytes),
               .waiting_per_connection = limits.max_waiting_calls_per_connection},
           &metrics->unsent_answer_bytes(), clock, &metrics->unsent_answer_waiting_calls()),
-      features_(std::make_unique<FeaturesService>(FeaturesService{
-          .limits = FeatureLimits{.max_features = limits.max_features_per_call,
-                                  .max_call_ids = limits.max_feature_call_ids,
-                                  .max_feature_ids = limits.max_request_ids,
-                                  .max_response_bytes = limits.max_response_bytes},
-          .max_call_time = limits.max_call_time,
-          .metrics = metrics,
-          .clock = clock,
-          .unsent_answers = &unsent_answers_})) {}
+      features_(std::make_unique<FeaturesService>(
+          FeaturesService{.limits = FeatureLimits{.max_features = limits.max_features_per_call,
+                                                  .max_call_ids = limits.max_feature_call_ids,
+                                                  .max_feature_ids = limits.max_request_ids,
+                                                  .max_response_bytes = limits.max_response_bytes},
+                          .max_call_time = limits.max_call_time,
+                          .metrics = metrics,
+                          .clock = clock,
+                          .unsent_answers = &unsent_answers_})) {}
 
 EmbeddingServiceImpl::~EmbeddingServiceImpl() = default;
 

@@ -59,9 +59,8 @@ absl::Status ToLookUp(Feature& feature, int64_t batch_size, LookUpRequest* looku
                                                    batch_size, ")"));
   }
   if (feature.offsets_size() > 0 && feature.offsets_size() != batch_size + 1) {
-    return absl::InvalidArgumentError(absl::StrCat("offsets has ", feature.offsets_size(),
-                                                   " values; give batch_size + 1 = ",
-                                                   batch_size + 1));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "offsets has ", feature.offsets_size(), " values; give batch_size + 1 = ", batch_size + 1));
   }
   if (feature.offsets_size() > 0 && feature.lengths_size() > 0) {
     return absl::InvalidArgumentError("give the bags as offsets or as lengths, not both");
@@ -69,9 +68,9 @@ absl::Status ToLookUp(Feature& feature, int64_t batch_size, LookUpRequest* looku
   const bool pooled = feature.pooling() != embedding::v1::POOLING_UNSPECIFIED;
   if (feature.offsets_size() == 0 && feature.lengths_size() == 0) {
     if (n != batch_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "without lengths or offsets a feature holds one id per sample, but ids has ", n,
-          " for batch_size ", batch_size));
+      return absl::InvalidArgumentError(
+          absl::StrCat("without lengths or offsets a feature holds one id per sample, but ids has ",
+                       n, " for batch_size ", batch_size));
     }
   } else {
     std::vector<int64_t> offsets;
@@ -101,8 +100,7 @@ absl::Status ToLookUp(Feature& feature, int64_t batch_size, LookUpRequest* looku
 absl::StatusOr<FeaturesPlan> PlanFeatures(LookUpFeaturesRequest& request,
                                           absl::Span<const RequestTable> tables,
                                           const FeatureLimits& limits, FeatureReject* reject) {
-  auto refuse = [reject](size_t table, absl::string_view reason, int64_t ids,
-                         absl::Status status) {
+  auto refuse = [reject](size_t table, absl::string_view reason, int64_t ids, absl::Status status) {
     *reject = FeatureReject{table, reason, ids};
     return status;
   };
@@ -137,9 +135,9 @@ absl::StatusOr<FeaturesPlan> PlanFeatures(LookUpFeaturesRequest& request,
     const std::optional<DataType> asked = FromProto(request.dtype());
     if (!asked.has_value() || !IsValueType(*asked)) {
       return refuse(0, kRejectBadDtype, all_ids,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "dtype ", static_cast<int>(request.dtype()),
-                        " is not an answer type (use FLOAT32, FLOAT16 or BFLOAT16)")));
+                    absl::InvalidArgumentError(
+                        absl::StrCat("dtype ", static_cast<int>(request.dtype()),
+                                     " is not an answer type (use FLOAT32, FLOAT16 or BFLOAT16)")));
     }
     plan.out_type = *asked;
   }
@@ -173,15 +171,15 @@ absl::StatusOr<FeaturesPlan> PlanFeatures(LookUpFeaturesRequest& request,
       plan.pooled_width += table.dim;  // dims are bounded by the table sizes: no overflow
     }
     // Each feature's answer is within max_response_bytes (PlanLookUp): the sum does not overflow.
-    answer_bytes += planned.plan.answer_rows * table.dim *
-                    static_cast<int64_t>(ElementSize(plan.out_type));
+    answer_bytes +=
+        planned.plan.answer_rows * table.dim * static_cast<int64_t>(ElementSize(plan.out_type));
     if (answer_bytes > limits.max_response_bytes) {
       return refuse(planned.table, kRejectAnswerTooLarge, all_ids,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "the answer would be over ", limits.max_response_bytes,
-                        " bytes (--max_response_bytes) by ", name, ", whose ",
-                        planned.plan.answer_rows, " rows of ", table.dim,
-                        " elements bring it to ", answer_bytes, "; split the batch")));
+                    absl::InvalidArgumentError(
+                        absl::StrCat("the answer would be over ", limits.max_response_bytes,
+                                     " bytes (--max_response_bytes) by ", name, ", whose ",
+                                     planned.plan.answer_rows, " rows of ", table.dim,
+                                     " elements bring it to ", answer_bytes, "; split the batch")));
     }
   }
   plan.answer_bytes = static_cast<size_t>(answer_bytes);

@@ -21,9 +21,10 @@
 namespace emb::service {
 
 struct FeatureLimits {
-  int64_t max_features = 1024;            // features in one call (--max_features_per_call)
-  int64_t max_call_ids = int64_t{1} << 20;  // ids of all features of one call (--max_feature_call_ids)
-  int64_t max_feature_ids = 65536;        // ids of one feature (--max_request_ids, as a LookUp)
+  int64_t max_features = 1024;  // features in one call (--max_features_per_call)
+  int64_t max_call_ids = int64_t{1}
+                         << 20;     // ids of all features of one call (--max_feature_call_ids)
+  int64_t max_feature_ids = 65536;  // ids of one feature (--max_request_ids, as a LookUp)
   int64_t max_response_bytes = 128 << 20;  // the whole answer (--max_response_bytes)
 };
 
@@ -44,8 +45,8 @@ struct FeaturesPlan {
   int64_t batch_size = 0;
   int64_t pooled_width = 0;  // elements per pooled row: the pooled features' dims summed
   std::vector<PlannedFeature> features;
-  int64_t ids = 0;           // of every feature
-  size_t answer_bytes = 0;   // the pooled rows and every unpooled feature's rows
+  int64_t ids = 0;          // of every feature
+  size_t answer_bytes = 0;  // the pooled rows and every unpooled feature's rows
 };
 
 // Why a call was refused, for embedding_rejected_ids_total: the table it is counted against (the

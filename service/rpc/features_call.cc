@@ -103,8 +103,8 @@ bool FeaturesCall::Plan(const grpc::ByteBuffer& request_bytes) {
 }
 
 void FeaturesCall::Start(const grpc::ByteBuffer& request_bytes) {
-  deadline_ = std::min(absl::FromChrono(ctx_->deadline()),
-                       service_.clock->Now() + service_.max_call_time);
+  deadline_ =
+      std::min(absl::FromChrono(ctx_->deadline()), service_.clock->Now() + service_.max_call_time);
   if (!Plan(request_bytes)) {
     return;
   }
@@ -169,10 +169,10 @@ void FeaturesCall::FeatureDone(size_t i, const absl::Status& status) {
     if (failure_.ok()) {
       const embedding::v1::Feature& feature = request_.features(static_cast<int>(i));
       failure_ = absl::Status(
-          status.code(), absl::StrCat("feature ", i, feature.name().empty() ? "" : " '",
-                                      EchoText(feature.name()), feature.name().empty() ? "" : "'",
-                                      ", table '", TableOf(i).store->info().name,
-                                      "': ", status.message()));
+          status.code(),
+          absl::StrCat("feature ", i, feature.name().empty() ? "" : " '", EchoText(feature.name()),
+                       feature.name().empty() ? "" : "'", ", table '",
+                       TableOf(i).store->info().name, "': ", status.message()));
     }
   }
   if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
@@ -192,7 +192,7 @@ void FeaturesCall::Complete() {
     return;
   }
   *response_bytes_ = Answer();
-  answers_.clear();  // back to their pools
+  answers_.clear();          // back to their pools
   Finish(grpc::Status::OK);  // last: OnDone may run inside it and delete this
 }
 
@@ -213,8 +213,7 @@ grpc::ByteBuffer FeaturesCall::Answer() const {
     a->set_pooled(f.plan.pooled);
     const size_t row = static_cast<size_t>(f.dim) * element;
     if (!f.plan.pooled) {
-      a->set_embeddings(answers_[i].data(),
-                        static_cast<size_t>(f.plan.answer_rows) * row);
+      a->set_embeddings(answers_[i].data(), static_cast<size_t>(f.plan.answer_rows) * row);
       continue;
     }
     a->set_pooled_column(f.pooled_column);
@@ -230,8 +229,7 @@ grpc::ByteBuffer FeaturesCall::Answer() const {
   grpc::ByteBuffer bytes;
   bool own_buffer = false;
   // Serialize fails only for a message over 2 GiB, which max_response_bytes rules out.
-  (void)grpc::SerializationTraits<LookUpFeaturesResponse>::Serialize(response, &bytes,
-                                                                     &own_buffer);
+  (void)grpc::SerializationTraits<LookUpFeaturesResponse>::Serialize(response, &bytes, &own_buffer);
   return bytes;
 }
 

@@ -15,8 +15,8 @@
 #include "grpcpp/grpcpp.h"
 #include "service/common/clock.h"
 #include "service/metrics/metrics.h"
-#include "service/rpc/feature_validation.h"
 #include "service/rpc/embedding_service.h"
+#include "service/rpc/feature_validation.h"
 #include "service/rpc/unsent_answers.h"
 
 namespace emb::service {

@@ -157,8 +157,9 @@ class FeatureLookUpTest : public ::testing::Test {
       DataType type;
       int64_t dim;
     };
-    for (const Kind& k : {Kind{"users", DataType::kFloat32, 24}, Kind{"items", DataType::kFloat32, 40},
-                          Kind{"half", DataType::kFloat16, 16}}) {
+    for (const Kind& k :
+         {Kind{"users", DataType::kFloat32, 24}, Kind{"items", DataType::kFloat32, 40},
+          Kind{"half", DataType::kFloat16, 16}}) {
       Table t{k.name, k.type, k.dim, testing::RandomRows(k.type, kRows * k.dim, seed++)};
       const char* st = k.type == DataType::kFloat32 ? "F32" : "F16";
       const std::string path = dir_.File(absl::StrCat(k.name, ".safetensors"));
@@ -184,8 +185,8 @@ class FeatureLookUpTest : public ::testing::Test {
     auto server = ServerProcess::Start(args);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
-    client_ = std::make_unique<client::EmbeddingClient>(
-        client::CreateInsecureChannel(server_->target()));
+    client_ =
+        std::make_unique<client::EmbeddingClient>(client::CreateInsecureChannel(server_->target()));
   }
 
   // Features over every table: pooled three ways and unpooled, bags given every way, and a second
@@ -316,8 +317,8 @@ TEST_F(FeatureLookUpTest, ConcurrentFeatureCallsAndLookUpsEachGetTheirOwnRows) {
       for (int i = 0; i < kCalls && failures[c].empty(); ++i) {
         const uint64_t seed = 1000 + c * 100 + i;
         if (c % 3 == 2) {  // a plain LookUp caller on the same tables, sharing their batches
-          const Planned p = RandomFeature(tables_[1], 9, Pooling::kNone, Given::kOneIdEach,
-                                          false, seed);
+          const Planned p =
+              RandomFeature(tables_[1], 9, Pooling::kNone, Given::kOneIdEach, false, seed);
           auto got = client_->LookUp("items", p.spec.ids, {}, DataType::kFloat32, kTimeout);
           if (!got.ok() || got->data != Expected(p, DataType::kFloat32)) {
             failures[c] = absl::StrCat("LookUp ", i, ": ", got.status().ToString());
@@ -325,8 +326,8 @@ TEST_F(FeatureLookUpTest, ConcurrentFeatureCallsAndLookUpsEachGetTheirOwnRows) {
           continue;
         }
         const std::vector<Planned> features = MixedFeatures(1 + i % 9, seed);
-        auto got = client_->LookUpFeatures(1 + i % 9, Specs(features), DataType::kFloat32,
-                                           kTimeout);
+        auto got =
+            client_->LookUpFeatures(1 + i % 9, Specs(features), DataType::kFloat32, kTimeout);
         failures[c] = !got.ok() ? got.status().ToString()
                                 : Mismatch(features, 1 + i % 9, DataType::kFloat32, *got);
       }
