@@ -37,6 +37,7 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
+from bag_benchmark import Budget, check_rc, compare, ptr  # beside this file
 from gather_benchmark import load_cudart, prepare_run  # beside this file
 
 FLOAT32 = 1
@@ -102,15 +103,6 @@ class FeaturePlan:
             self.lib.emb_feature_plan_free(self.plan)
 
 
-def ptr(t):
-    return None if t is None else ctypes.c_void_p(t.data_ptr())
-
-
-def check_rc(rc, what):
-    if rc != 0:
-        raise RuntimeError(f"{what}: cudaError {rc}")
-
-
 def time_us(fn):
     """fn's median time: triton.testing.do_bench, or CUDA events where triton is missing."""
     try:
@@ -134,35 +126,6 @@ def events_us(fn, warmup=5, reps=20):
         if i >= warmup:
             times.append(start.elapsed_time(end) * 1e3)
     return sorted(times)[len(times) // 2]
-
-
-def compare(got, ref, rtol, atol):
-    """(allclose, exact) of an answer against torch's."""
-    return bool(torch.allclose(got, ref, rtol=rtol, atol=atol)), bool(torch.equal(got, ref))
-
-
-class Budget:
-    """Stops compiling once torch.compile has taken `limit_s` seconds in all."""
-
-    def __init__(self, limit_s):
-        self.limit_s = limit_s
-        self.spent = 0.0
-
-    def compile(self, fn, *example):
-        """(compiled fn, its result on `example`, a note), or (None, None, why)."""
-        if self.spent >= self.limit_s:
-            return None, None, f"skipped: compile budget of {self.limit_s:.0f} s spent"
-        torch._dynamo.reset()
-        t0 = time.time()
-        try:
-            compiled = torch.compile(fn, dynamic=False)
-            got = compiled(*example)
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001
-            self.spent += time.time() - t0
-            return None, None, f"failed: {repr(e)[:200]}"
-        self.spent += time.time() - t0
-        return compiled, got, f"compiled in {time.time() - t0:.1f} s"
 
 
 def torch_lookup(ids_list, tables, offsets):

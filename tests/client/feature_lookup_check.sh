@@ -50,12 +50,7 @@ fi
 grep -q "INVALID_ARGUMENT: feature 0 'u', table 'users': lengths sum to 2 but ids has 3" \
   "$WORK/err" || { cat "$WORK/err"; fail "lookup-features: refusal not named"; }
 
-ghz=${GHZ:-}
-if [[ -z $ghz && -x $ROOT/../shared/tools/ghz/ghz ]]; then
-  ghz=$ROOT/../shared/tools/ghz/ghz
-elif [[ -z $ghz ]] && command -v ghz >/dev/null; then
-  ghz=$(command -v ghz)
-fi
+ghz=$(find_ghz)
 if [[ -n $ghz ]]; then
   "$ghz" --insecure --call=embedding.v1.EmbeddingService.LookUpFeatures --total=60 \
     --concurrency=4 -O json \

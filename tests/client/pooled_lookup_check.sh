@@ -165,12 +165,7 @@ rc=0
 grep -q '"codes":{"INVALID_ARGUMENT":30}' "$WORK/bad.out" ||
   { cat "$WORK/bad.out"; fail "bench: calls with a malformed bag were not INVALID_ARGUMENT"; }
 
-ghz=${GHZ:-}
-if [[ -z $ghz && -x $ROOT/../shared/tools/ghz/ghz ]]; then
-  ghz=$ROOT/../shared/tools/ghz/ghz
-elif [[ -z $ghz ]] && command -v ghz >/dev/null; then
-  ghz=$(command -v ghz)
-fi
+ghz=$(find_ghz)
 if [[ -n $ghz ]]; then
   "$ghz" --config="$WORK/pooled.json" -O json >"$WORK/ghz.json" 2>"$WORK/ghz.err" ||
     { cat "$WORK/ghz.err"; fail "ghz with pooled call data failed"; }

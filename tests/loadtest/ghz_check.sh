@@ -18,12 +18,7 @@ source "$(dirname "$0")/../tools/lib.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 SERVER=$1 FILE=$2
 name=$(basename "$FILE" .json)
-ghz=${GHZ:-}
-if [[ -z $ghz && -x $ROOT/../shared/tools/ghz/ghz ]]; then
-  ghz=$ROOT/../shared/tools/ghz/ghz
-elif [[ -z $ghz ]] && command -v ghz >/dev/null; then
-  ghz=$(command -v ghz)
-fi
+ghz=$(find_ghz)
 if [[ -z $ghz ]]; then
   echo "SKIP: no ghz (GHZ unset, no $ROOT/../shared/tools/ghz/ghz, none on PATH)"
   exit 77

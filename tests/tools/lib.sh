@@ -53,3 +53,17 @@ find_buf() {
     command -v buf
   fi
 }
+
+# The ghz load generator: GHZ, else ../shared/tools/ghz/ghz beside the checkout, else ghz on PATH;
+# or nothing.
+find_ghz() {
+  local root
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  if [[ -n ${GHZ:-} ]]; then
+    echo "$GHZ"
+  elif [[ -x $root/../shared/tools/ghz/ghz ]]; then
+    echo "$root/../shared/tools/ghz/ghz"
+  elif command -v ghz >/dev/null; then
+    command -v ghz
+  fi
+}
