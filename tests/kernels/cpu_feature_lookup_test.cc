@@ -14,18 +14,18 @@
 #include "kernels/data_type.h"
 #include "kernels/feature_lookup_problem.h"
 #include "kernels/quantize.h"
+#include "tests/kernels/feature_batch.h"
 
-namespace emb::kernels {
+namespace emb::kernels::cpu_feature_lookup_test {
 namespace {
 
-// A table's host rows of `type` (float32 or float16), random values in (-2, 2), never zero.
-struct HostTable {
-  DataType type = DataType::kFloat32;
-  int64_t rows = 0;
-  int64_t dim = 0;
-  std::vector<std::byte> bytes;
-};
+using ::emb::testing::AddFeature;
+using ::emb::testing::Batch;
+using ::emb::testing::HostTable;
+using ::emb::testing::Pooled;
+using ::emb::testing::Unpooled;
 
+// A table's host rows of `type` (float32 or float16), random values in (-2, 2), never zero.
 HostTable RandomTable(DataType type, int64_t rows, int64_t dim, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
@@ -37,79 +37,14 @@ HostTable RandomTable(DataType type, int64_t rows, int64_t dim, uint32_t seed) {
   return t;
 }
 
-// One call's host data; Problem() points a FeatureLookupProblem at it.
-struct Batch {
-  std::vector<HostTable> tables;
-  std::vector<FeatureSpec> features;
-  int64_t batch = 0;
-  std::vector<int64_t> ids;
-  std::vector<int64_t> offsets;
-  std::vector<float> weights;
-  DataType out_type = DataType::kFloat32;
-  int64_t pooled_width = 0;
-  int64_t unpooled_elements = 0;
-  std::vector<FeatureTable> descriptors;
-
-  FeatureLookupProblem Problem(std::vector<std::byte>* pooled, std::vector<std::byte>* unpooled) {
-    descriptors.clear();
-    int64_t max_dim = 1;
-    for (const HostTable& t : tables) {
-      FeatureTable d;
-      d.rows = t.bytes.data();
-      d.type = t.type;
-      d.num_rows = t.rows;
-      d.dim = t.dim;
-      descriptors.push_back(d);
-      max_dim = t.dim > max_dim ? t.dim : max_dim;
-    }
-    const size_t element = ElementSize(out_type);
-    pooled->assign(static_cast<size_t>(batch * pooled_width) * element + 1, std::byte{0xa5});
-    unpooled->assign(static_cast<size_t>(unpooled_elements) * element + 1, std::byte{0xa5});
-    FeatureLookupProblem p;
-    p.tables = descriptors.data();
-    p.num_tables = static_cast<int32_t>(descriptors.size());
-    p.features = features.data();
-    p.num_features = static_cast<int32_t>(features.size());
-    p.batch = batch;
-    p.ids = ids.data();
-    p.offsets = offsets.data();
-    p.weights = weights.empty() ? nullptr : weights.data();
-    p.pooled_out = pooled->data();
-    p.pooled_width = pooled_width;
-    p.unpooled_out = unpooled->data();
-    p.out_type = out_type;
-    p.max_dim = max_dim;
-    return p;
-  }
-};
-
-// Adds feature `spec` over table `table` with random bag lengths up to `max_length` (some empty)
-// and random ids, laying its answer out after the ones before it.
-void AddFeature(Batch* b, FeatureSpec spec, int max_length, std::mt19937* rng) {
-  const HostTable& t = b->tables[static_cast<size_t>(spec.table)];
-  if (spec.pooling == Pooling::kNone) {
-    spec.out_offset = b->unpooled_elements;
-  } else {
-    spec.out_column = b->pooled_width;
-    b->pooled_width += t.dim;
-  }
-  std::uniform_real_distribution<float> weight(-1.5f, 1.5f);
-  if (b->offsets.empty()) {
-    b->offsets.push_back(0);
-  }
-  for (int64_t s = 0; s < b->batch; ++s) {
-    const auto length = static_cast<int64_t>((*rng)() % static_cast<uint32_t>(max_length + 1));
-    for (int64_t k = 0; k < length; ++k) {
-      b->ids.push_back(static_cast<int64_t>((*rng)() % static_cast<uint64_t>(t.rows)));
-      const float w = weight(*rng);
-      b->weights.push_back(w == 0.0f ? 0.25f : w);
-    }
-    b->offsets.push_back(static_cast<int64_t>(b->ids.size()));
-    if (spec.pooling == Pooling::kNone) {
-      b->unpooled_elements += length * t.dim;
-    }
-  }
-  b->features.push_back(spec);
+// The problem over `b` on the host, its descriptors in `tables`, its answers in `pooled` and
+// `unpooled`: each one guard byte longer than the answer, every byte 0xa5.
+FeatureLookupProblem Problem(const Batch& b, std::vector<FeatureTable>* tables,
+                             std::vector<std::byte>* pooled, std::vector<std::byte>* unpooled) {
+  *tables = ::emb::testing::HostDescriptors(b);
+  pooled->assign(b.pooled_bytes() + 1, std::byte{0xa5});
+  unpooled->assign(b.unpooled_bytes() + 1, std::byte{0xa5});
+  return ::emb::testing::HostProblem(b, *tables, pooled->data(), unpooled->data());
 }
 
 // The answers by a naive loop: per feature, sample, column and id, in float32, one rounding per
@@ -149,10 +84,11 @@ void NaiveLookup(const Batch& b, std::vector<std::byte>* pooled, std::vector<std
   }
 }
 
-void ExpectMatchesNaive(Batch& b) {
+void ExpectMatchesNaive(const Batch& b) {
+  std::vector<FeatureTable> tables;
   std::vector<std::byte> pooled;
   std::vector<std::byte> unpooled;
-  const FeatureLookupProblem p = b.Problem(&pooled, &unpooled);
+  const FeatureLookupProblem p = Problem(b, &tables, &pooled, &unpooled);
   std::vector<std::byte> want_pooled = pooled;
   std::vector<std::byte> want_unpooled = unpooled;
   NaiveLookup(b, &want_pooled, &want_unpooled);
@@ -177,13 +113,13 @@ TEST(CpuFeatureLookup, MixedFeaturesMatchANaiveLoop) {
     b.tables.push_back(RandomTable(DataType::kFloat32, 50, 8, 1));
     b.tables.push_back(RandomTable(DataType::kFloat16, 30, 5, 2));
     b.tables.push_back(RandomTable(DataType::kFloat32, 70, 3, 3));
-    AddFeature(&b, {0, Pooling::kSum, false, 0, 0}, 6, &rng);
-    AddFeature(&b, {1, Pooling::kMean, false, 0, 0}, 5, &rng);
-    AddFeature(&b, {0, Pooling::kSum, true, 0, 0}, 7, &rng);
-    AddFeature(&b, {1, Pooling::kNone, false, 0, 0}, 4, &rng);
-    AddFeature(&b, {2, Pooling::kMean, true, 0, 0}, 9, &rng);
-    AddFeature(&b, {2, Pooling::kNone, true, 0, 0}, 3, &rng);  // weights don't apply unpooled
-    AddFeature(&b, {1, Pooling::kSum, true, 0, 0}, 2, &rng);
+    AddFeature(&b, Pooled(0, Pooling::kSum), 6, &rng);
+    AddFeature(&b, Pooled(1, Pooling::kMean), 5, &rng);
+    AddFeature(&b, Pooled(0, Pooling::kSum, true), 7, &rng);
+    AddFeature(&b, Unpooled(1), 4, &rng);
+    AddFeature(&b, Pooled(2, Pooling::kMean, true), 9, &rng);
+    AddFeature(&b, Pooled(2, Pooling::kNone, true), 3, &rng);  // weights don't apply unpooled
+    AddFeature(&b, Pooled(1, Pooling::kSum, true), 2, &rng);
     SCOPED_TRACE(DataTypeName(out_type));
     ExpectMatchesNaive(b);
   }
@@ -194,15 +130,16 @@ TEST(CpuFeatureLookup, EmptyBagsGiveZeros) {
   Batch b;
   b.batch = 4;
   b.tables.push_back(RandomTable(DataType::kFloat16, 10, 6, 5));
-  AddFeature(&b, {0, Pooling::kSum, false, 0, 0}, 0, &rng);
-  AddFeature(&b, {0, Pooling::kMean, true, 0, 0}, 0, &rng);
-  AddFeature(&b, {0, Pooling::kNone, false, 0, 0}, 0, &rng);
+  AddFeature(&b, Pooled(0, Pooling::kSum), 0, &rng);
+  AddFeature(&b, Pooled(0, Pooling::kMean, true), 0, &rng);
+  AddFeature(&b, Unpooled(0), 0, &rng);
   ASSERT_TRUE(b.ids.empty());
   b.ids.push_back(0);  // an id that no bag holds (ids may not be null)
   ExpectMatchesNaive(b);
+  std::vector<FeatureTable> tables;
   std::vector<std::byte> pooled;
   std::vector<std::byte> unpooled;
-  ASSERT_TRUE(CpuFeatureLookup(b.Problem(&pooled, &unpooled)).ok());
+  ASSERT_TRUE(CpuFeatureLookup(Problem(b, &tables, &pooled, &unpooled)).ok());
   pooled.pop_back();  // the guard byte
   for (const std::byte x : pooled) {
     ASSERT_EQ(static_cast<int>(x), 0);
@@ -216,7 +153,7 @@ TEST(CpuFeatureLookup, OneFeature) {
     b.batch = 17;
     b.out_type = DataType::kBFloat16;
     b.tables.push_back(RandomTable(DataType::kFloat32, 40, 16, 7));
-    AddFeature(&b, {0, pooling, true, 0, 0}, 5, &rng);
+    AddFeature(&b, Pooled(0, pooling, true), 5, &rng);
     ExpectMatchesNaive(b);
   }
 }
@@ -233,15 +170,16 @@ TEST(CpuFeatureLookup, RejectsBadArguments) {
   Batch b;
   b.batch = 3;
   b.tables.push_back(RandomTable(DataType::kFloat32, 10, 4, 9));
-  AddFeature(&b, {0, Pooling::kSum, false, 0, 0}, 3, &rng);
-  AddFeature(&b, {0, Pooling::kNone, false, 0, 0}, 3, &rng);
+  AddFeature(&b, Pooled(0, Pooling::kSum), 3, &rng);
+  AddFeature(&b, Unpooled(0), 3, &rng);
+  std::vector<FeatureTable> descriptors;
   std::vector<std::byte> pooled;
   std::vector<std::byte> unpooled;
-  const FeatureLookupProblem good = b.Problem(&pooled, &unpooled);
+  const FeatureLookupProblem good = Problem(b, &descriptors, &pooled, &unpooled);
   ASSERT_TRUE(CpuFeatureLookup(good).ok());
   const auto code = [&](auto change) {
     FeatureLookupProblem p = good;
-    std::vector<FeatureTable> tables = b.descriptors;
+    std::vector<FeatureTable> tables = descriptors;
     std::vector<FeatureSpec> features = b.features;
     p.tables = tables.data();
     p.features = features.data();
@@ -280,4 +218,4 @@ TEST(CpuFeatureLookup, RejectsBadArguments) {
 }
 
 }  // namespace
-}  // namespace emb::kernels
+}  // namespace emb::kernels::cpu_feature_lookup_test

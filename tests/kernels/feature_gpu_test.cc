@@ -26,99 +26,27 @@
 #include "kernels/feature_lookup_check.h"
 #include "kernels/feature_lookup_problem.h"
 #include "kernels/lookup.h"
+#include "tests/kernels/feature_batch.h"
 #include "tests/kernels/gpu_test_util.h"
 #include "tests/kernels/random_table.h"
 
 namespace emb::kernels::feature_gpu_test {
 namespace {
 
+using ::emb::testing::AddFeature;
+using ::emb::testing::Batch;
+using ::emb::testing::HostDescriptors;
+using ::emb::testing::HostProblem;
+using ::emb::testing::HostTable;
+using ::emb::testing::Pooled;
 using ::emb::testing::RandomTable;
+using ::emb::testing::Unpooled;
 
 constexpr size_t kGuardBytes = 64;  // poisoned bytes after each answer, which must stay unchanged
-
-struct HostTable {
-  DataType type = DataType::kFloat32;
-  int64_t rows = 0;
-  int64_t dim = 0;
-  std::vector<std::byte> bytes;
-};
 
 HostTable MakeTable(DataType type, int64_t rows, int64_t dim, uint32_t seed) {
   return HostTable{type, rows, dim, RandomTable(type, rows, dim, seed)};
 }
-
-// One call's host data.
-struct Batch {
-  std::vector<HostTable> tables;
-  std::vector<FeatureSpec> features;
-  int64_t batch = 0;
-  std::vector<int64_t> ids;
-  std::vector<int64_t> offsets{0};
-  std::vector<float> weights;  // one per id
-  DataType out_type = DataType::kFloat32;
-  int64_t pooled_width = 0;
-  int64_t unpooled_elements = 0;
-
-  int64_t max_dim() const {
-    int64_t d = 1;
-    for (const HostTable& t : tables) {
-      d = t.dim > d ? t.dim : d;
-    }
-    return d;
-  }
-  size_t pooled_bytes() const {
-    return static_cast<size_t>(batch * pooled_width) * ElementSize(out_type);
-  }
-  size_t unpooled_bytes() const {
-    return static_cast<size_t>(unpooled_elements) * ElementSize(out_type);
-  }
-};
-
-// Adds feature `spec` (its answer laid out after the ones before it) with bags of random lengths:
-// mostly up to 9 ids, a quarter up to `max_length`, some empty; its first ids are its table's
-// rows 0 and rows - 1, then random ids with runs of duplicates.
-void AddFeature(Batch* b, FeatureSpec spec, int64_t max_length, std::mt19937* rng) {
-  const HostTable& t = b->tables[static_cast<size_t>(spec.table)];
-  if (spec.pooling == Pooling::kNone) {
-    spec.out_offset = b->unpooled_elements;
-  } else {
-    spec.out_column = b->pooled_width;
-    b->pooled_width += t.dim;
-  }
-  std::uniform_real_distribution<float> weight(-2.0f, 2.0f);
-  const size_t feature_first = b->ids.size();
-  for (int64_t s = 0; s < b->batch; ++s) {
-    const uint32_t longest = static_cast<uint32_t>((*rng)() % 4 == 0 ? max_length : 9);
-    const auto length = static_cast<int64_t>((*rng)() % (longest + 1));
-    for (int64_t k = 0; k < length; ++k) {
-      auto id = static_cast<int64_t>((*rng)() % static_cast<uint64_t>(t.rows));
-      const size_t n = b->ids.size() - feature_first;
-      if (n < 2) {
-        id = n == 0 ? 0 : t.rows - 1;
-      } else if ((*rng)() % 8 == 0) {
-        id = b->ids.back();
-      }
-      b->ids.push_back(id);
-      const float w = weight(*rng);
-      b->weights.push_back(w == 0.0f ? 0.75f : w);
-    }
-    b->offsets.push_back(static_cast<int64_t>(b->ids.size()));
-    if (spec.pooling == Pooling::kNone) {
-      b->unpooled_elements += length * t.dim;
-    }
-  }
-  b->features.push_back(spec);
-}
-
-FeatureSpec Pooled(int32_t table, Pooling pooling, bool weighted = false) {
-  FeatureSpec f;
-  f.table = table;
-  f.pooling = pooling;
-  f.weighted = weighted;
-  return f;
-}
-
-FeatureSpec Unpooled(int32_t table) { return Pooled(table, Pooling::kNone); }
 
 // Both answers of a call.
 struct Answers {
@@ -128,33 +56,12 @@ struct Answers {
 
 // CpuFeatureLookup's answers.
 Answers OnCpu(const Batch& b) {
-  std::vector<FeatureTable> tables;
-  for (const HostTable& t : b.tables) {
-    FeatureTable d;
-    d.rows = t.bytes.data();
-    d.type = t.type;
-    d.num_rows = t.rows;
-    d.dim = t.dim;
-    tables.push_back(d);
-  }
+  const std::vector<FeatureTable> tables = HostDescriptors(b);
   // One byte more each, so that an empty answer still has an address.
   Answers a{std::vector<std::byte>(b.pooled_bytes() + 1),
             std::vector<std::byte>(b.unpooled_bytes() + 1)};
-  FeatureLookupProblem p;
-  p.tables = tables.data();
-  p.num_tables = static_cast<int32_t>(tables.size());
-  p.features = b.features.data();
-  p.num_features = static_cast<int32_t>(b.features.size());
-  p.batch = b.batch;
-  p.ids = b.ids.data();
-  p.offsets = b.offsets.data();
-  p.weights = b.weights.data();
-  p.pooled_out = a.pooled.data();
-  p.pooled_width = b.pooled_width;
-  p.unpooled_out = a.unpooled.data();
-  p.out_type = b.out_type;
-  p.max_dim = b.max_dim();
-  const absl::Status s = CpuFeatureLookup(p);
+  const absl::Status s =
+      CpuFeatureLookup(HostProblem(b, tables, a.pooled.data(), a.unpooled.data()));
   EXPECT_TRUE(s.ok()) << s;
   a.pooled.pop_back();
   a.unpooled.pop_back();
