@@ -33,7 +33,8 @@ foreach(target emb_client emb_proto emb_data_type)
 endforeach()
 install(TARGETS emb_client emb_proto emb_data_type EXPORT embeddingTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development)
-install(FILES client/embedding_client.h client/admin_client.h client/call_deadline.h client/bench.h
+install(FILES client/embedding_client.h client/features.h client/admin_client.h client/call_deadline.h
+              client/bench.h
         DESTINATION ${include_dir}/client COMPONENT Development)
 install(FILES kernels/data_type.h DESTINATION ${include_dir}/kernels
         COMPONENT Development)

@@ -2,6 +2,7 @@
 // its documented code and a message naming the problem; every good call gets exactly its rows;
 // the server keeps serving. Bad calls go out as raw bytes through a generic stub, so that the
 // matrix can hold bodies no typed client would send.
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -33,9 +34,11 @@ constexpr int64_t kDim = 32;
 constexpr uint64_t kSeed = 3;
 constexpr int64_t kMaxRequestIds = 1000;
 constexpr int64_t kMaxResponseBytes = 64000;  // 500 float32 rows
-// The server's receive limit: --max_request_ids x 10 bytes + 64 KiB of room
-// (service/server/server.cc).
-constexpr int64_t kMaxReceiveBytes = kMaxRequestIds * 10 + (64 << 10);
+constexpr int64_t kMaxFeatureCallIds = 500;
+// The server's receive limit: the larger of --max_request_ids x 10 bytes and
+// --max_feature_call_ids x 16, + 64 KiB of room (service/server/server.cc).
+constexpr int64_t kMaxReceiveBytes =
+    std::max(kMaxRequestIds * 10, kMaxFeatureCallIds * 16) + (64 << 10);
 
 struct BadCall {
   std::string what;
@@ -183,6 +186,7 @@ TEST(BadInput, EachBadCallGetsItsCodeWhileGoodCallersInTheSameBatchesGetTheirRow
   auto server = ServerProcess::Start({
       absl::StrCat("--demo_table=", kRows, "x", kDim), absl::StrCat("--demo_seed=", kSeed),
       absl::StrCat("--max_request_ids=", kMaxRequestIds),
+      absl::StrCat("--max_feature_call_ids=", kMaxFeatureCallIds),
       absl::StrCat("--max_response_bytes=", kMaxResponseBytes),
       "--max_queue_delay_us=2000",  // good calls wait for company, so batches hold several
   });
