@@ -14,6 +14,7 @@
 #include "grpcpp/support/proto_buffer_writer.h"
 #include "proto/convert/data_type_proto.h"
 #include "service/rpc/grpc_status.h"
+#include "service/rpc/lookup_answer.h"
 #include "service/rpc/request_table.h"
 
 namespace emb::service {
@@ -50,8 +51,8 @@ class FeaturesCall final : public grpc::ServerUnaryReactor {
   void FeatureDone(size_t i, const absl::Status& status);
   // Every feature is answered: lays out the answer and finishes the call.
   void Complete();
-  // The serialized answer from the features' rows.
-  grpc::ByteBuffer Answer() const;
+  // The serialized answer from the features' rows (the unpooled ones' buffers taken over).
+  grpc::ByteBuffer Answer();
   void Fail(const absl::Status& status) {
     claim_ = UnsentAnswers::Claim();
     Finish(ToGrpcStatus(status));
@@ -196,41 +197,64 @@ void FeaturesCall::Complete() {
   Finish(grpc::Status::OK);  // last: OnDone may run inside it and delete this
 }
 
-grpc::ByteBuffer FeaturesCall::Answer() const {
-  LookUpFeaturesResponse response;
-  response.set_dtype(ToProto(plan_.out_type));
-  response.set_batch_size(plan_.batch_size);
-  response.set_pooled_width(plan_.pooled_width);
+grpc::ByteBuffer FeaturesCall::Answer() {
+  // Written by hand around the rows, so that protobuf copies none of them: the pooled rows once
+  // laid out, each unpooled feature's rows from its own buffer. Fields: 1, 2, 4 (the scalars), 3
+  // (pooled), then 5 (each feature: its scalars, then 5, its rows). Parsers take any order.
   const size_t element = ElementSize(plan_.out_type);
   const size_t pooled_row = static_cast<size_t>(plan_.pooled_width) * element;
-  std::string* pooled = response.mutable_pooled();
-  pooled->resize(pooled_row * static_cast<size_t>(plan_.batch_size));
+  auto* pooled = new std::string(pooled_row * static_cast<size_t>(plan_.batch_size), '\0');
+  LookUpFeaturesResponse scalars;
+  scalars.set_dtype(ToProto(plan_.out_type));
+  scalars.set_batch_size(plan_.batch_size);
+  scalars.set_pooled_width(plan_.pooled_width);
+  std::string head = scalars.SerializeAsString();
+  std::vector<grpc::Slice> slices;
+  if (!pooled->empty()) {
+    head.push_back(static_cast<char>((3 << 3) | 2));
+    AppendVarint(pooled->size(), &head);
+  }
+  slices.emplace_back(head);
+  if (!pooled->empty()) {
+    char* bytes = pooled->data();
+    const size_t size = pooled->size();
+    slices.emplace_back(bytes, size, [](void* p) { delete static_cast<std::string*>(p); }, pooled);
+  } else {
+    delete pooled;
+    pooled = nullptr;
+  }
   for (size_t i = 0; i < plan_.features.size(); ++i) {
     const PlannedFeature& f = plan_.features[i];
-    embedding::v1::FeatureAnswer* a = response.add_features();
-    a->set_name(request_.features(static_cast<int>(i)).name());
-    a->set_dim(f.dim);
-    a->set_pooled(f.plan.pooled);
-    const size_t row = static_cast<size_t>(f.dim) * element;
-    if (!f.plan.pooled) {
-      a->set_embeddings(answers_[i].data(), static_cast<size_t>(f.plan.answer_rows) * row);
-      continue;
+    embedding::v1::FeatureAnswer a;
+    a.set_name(request_.features(static_cast<int>(i)).name());
+    a.set_dim(f.dim);
+    a.set_pooled(f.plan.pooled);
+    a.set_pooled_column(f.plan.pooled ? f.pooled_column : 0);
+    std::string feature = a.SerializeAsString();
+    const size_t rows = f.plan.pooled ? 0 : answers_[i].size();
+    std::string rows_head;
+    if (rows > 0) {
+      rows_head.push_back(static_cast<char>((5 << 3) | 2));
+      AppendVarint(rows, &rows_head);
     }
-    a->set_pooled_column(f.pooled_column);
-    // Sample s's vector goes to its row of the pooled answer, at the feature's column.
-    const std::byte* from = answers_[i].data();
-    char* to = pooled->data() + static_cast<size_t>(f.pooled_column) * element;
-    for (int64_t s = 0; s < plan_.batch_size; ++s) {
-      std::memcpy(to, from, row);
-      from += row;
-      to += pooled_row;
+    std::string wrapped(1, static_cast<char>((5 << 3) | 2));
+    AppendVarint(feature.size() + rows_head.size() + rows, &wrapped);
+    slices.emplace_back(wrapped + feature + rows_head);
+    if (rows > 0) {
+      slices.push_back(RowsSlice(std::move(answers_[i])));
+    } else if (f.plan.pooled && pooled != nullptr) {
+      // Sample s's vector goes to its row of the pooled answer, at the feature's column.
+      const std::byte* from = answers_[i].data();
+      char* to = pooled->data() + static_cast<size_t>(f.pooled_column) * element;
+      const size_t row = static_cast<size_t>(f.dim) * element;
+      for (int64_t s = 0; s < plan_.batch_size; ++s) {
+        std::memcpy(to, from, row);
+        from += row;
+        to += pooled_row;
+      }
     }
   }
-  grpc::ByteBuffer bytes;
-  bool own_buffer = false;
-  // Serialize fails only for a message over 2 GiB, which max_response_bytes rules out.
-  (void)grpc::SerializationTraits<LookUpFeaturesResponse>::Serialize(response, &bytes, &own_buffer);
-  return bytes;
+  return grpc::ByteBuffer(slices.data(), slices.size());
 }
 
 }  // namespace

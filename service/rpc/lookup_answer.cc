@@ -8,7 +8,6 @@
 #include "proto/convert/data_type_proto.h"
 
 namespace emb::service {
-namespace {
 
 void AppendVarint(uint64_t v, std::string* out) {
   while (v >= 0x80) {
@@ -17,6 +16,14 @@ void AppendVarint(uint64_t v, std::string* out) {
   }
   out->push_back(static_cast<char>(v));
 }
+
+grpc::Slice RowsSlice(AnswerBuffer rows) {
+  const size_t size = rows.size();
+  void* data = rows.data();
+  return grpc::Slice(data, size, &AnswerBuffer::Recycle, rows.ReleaseHandle());
+}
+
+namespace {
 
 // The rows' buffer and claim, until gRPC is done with the rows' slice.
 struct SentRows {
@@ -50,7 +57,7 @@ grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64
     const size_t size = rows.size();
     void* data = rows.data();
     if (claim.bytes() == 0) {
-      slices[n++] = grpc::Slice(data, size, &AnswerBuffer::Recycle, rows.ReleaseHandle());
+      slices[n++] = RowsSlice(std::move(rows));
     } else {
       slices[n++] = grpc::Slice(data, size, &ReleaseSentRows,
                                 new SentRows{rows.ReleaseHandle(), std::move(claim)});

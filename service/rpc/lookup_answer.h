@@ -6,9 +6,11 @@
 #define EMB_SERVICE_RPC_LOOKUP_ANSWER_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/types/span.h"
 #include "grpcpp/support/byte_buffer.h"
+#include "grpcpp/support/slice.h"
 #include "kernels/data_type.h"
 #include "service/batch/answer_buffer.h"
 #include "service/rpc/unsent_answers.h"
@@ -23,6 +25,11 @@ namespace emb::service {
 grpc::ByteBuffer SerializeLookUpAnswer(AnswerBuffer rows, absl::Span<const int64_t> shape,
                                        DataType dtype,
                                        UnsentAnswers::Claim claim = UnsentAnswers::Claim());
+
+// For answers written by hand around rows in memory: `v` as a protobuf varint, appended to
+// `out`; and a slice of `rows` that takes the buffer over (back to its pool once gRPC is done).
+void AppendVarint(uint64_t v, std::string* out);
+grpc::Slice RowsSlice(AnswerBuffer rows);
 
 }  // namespace emb::service
 
