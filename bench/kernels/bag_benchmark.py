@@ -407,10 +407,11 @@ def render(meta, results):
     return "\n".join(lines)
 
 
-def write_outputs(path, meta, results):
+def write_outputs(path, text, meta, results):
+    """`text` at `path` (markdown), and `meta` and `results` as JSON beside it."""
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(path, "w") as f:
-        f.write(render(meta, results) + "\n")
+        f.write(text + "\n")
     base = path[:-3] if path.endswith(".md") else path
     with open(base + ".json", "w") as f:
         json.dump({"meta": meta, "results": results}, f, indent=1)
@@ -456,7 +457,7 @@ def main():
                     meta["errors"].append(f"{section} case {case} failed: {e!r}")
                     print(meta["errors"][-1], flush=True)
                     torch.cuda.empty_cache()
-                write_outputs(args.out, meta, results)
+                write_outputs(args.out, render(meta, results), meta, results)
     print(render(meta, results))
     wrong = [r for r in results if not r["check"]["ours"][0]]
     sys.exit(1 if wrong or meta["errors"] else 0)

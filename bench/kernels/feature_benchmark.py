@@ -37,7 +37,7 @@ import torch
 import torch._dynamo
 import torch.nn.functional as F
 
-from bag_benchmark import Budget, check_rc, compare, ptr  # beside this file
+from bag_benchmark import Budget, check_rc, compare, ptr, write_outputs  # beside this file
 from gather_benchmark import load_cudart, prepare_run  # beside this file
 
 FLOAT32 = 1
@@ -275,15 +275,6 @@ def render(meta, results):
     return "\n".join(lines)
 
 
-def write_outputs(path, meta, results):
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        f.write(render(meta, results) + "\n")
-    base = path[:-3] if path.endswith(".md") else path
-    with open(base + ".json", "w") as f:
-        json.dump({"meta": meta, "results": results}, f, indent=1)
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--lib", required=True, help="libemb_feature_capi.so")
@@ -324,7 +315,7 @@ def main():
                 meta["errors"].append(f"case {case[0]} failed: {e!r}")
                 print(meta["errors"][-1], flush=True)
                 torch.cuda.empty_cache()
-            write_outputs(args.out, meta, results)
+            write_outputs(args.out, render(meta, results), meta, results)
     print(render(meta, results))
     wrong = [r for r in results if not (r["check"]["fused"][0] and r["check"]["per_table"][0])]
     sys.exit(1 if wrong or meta["errors"] else 0)
