@@ -218,7 +218,8 @@ grpc::ByteBuffer FeaturesCall::Answer() {
   if (!pooled->empty()) {
     char* bytes = pooled->data();
     const size_t size = pooled->size();
-    slices.emplace_back(bytes, size, [](void* p) { delete static_cast<std::string*>(p); }, pooled);
+    slices.emplace_back(
+        bytes, size, [](void* p) { delete static_cast<std::string*>(p); }, pooled);
   } else {
     delete pooled;
     pooled = nullptr;
