@@ -240,7 +240,8 @@ grpc::ByteBuffer FeaturesCall::Answer() {
     }
     std::string wrapped(1, static_cast<char>((5 << 3) | 2));
     AppendVarint(feature.size() + rows_head.size() + rows, &wrapped);
-    slices.emplace_back(wrapped + feature + rows_head);
+    wrapped.append(feature).append(rows_head);
+    slices.emplace_back(wrapped);
     if (rows > 0) {
       slices.push_back(RowsSlice(std::move(answers_[i])));
     } else if (f.plan.pooled && pooled != nullptr) {
