@@ -22,6 +22,19 @@ using embedding::v1::ListTablesRequest;
 using embedding::v1::ListTablesResponse;
 using embedding::v1::LookUpRequest;
 
+absl::string_view RejectReason(UnsentAnswers::Bound bound) {
+  switch (bound) {
+    case UnsentAnswers::Bound::kConnection:
+      return kRejectUnsentConnection;
+    case UnsentAnswers::Bound::kDeadline:
+      return kRejectWouldBeLate;
+    case UnsentAnswers::Bound::kTotal:
+    case UnsentAnswers::Bound::kNone:
+      break;
+  }
+  return kRejectUnsentTotal;
+}
+
 absl::Status ShuttingDown() {
   return absl::UnavailableError("the server is shutting down; retry on another replica");
 }
@@ -144,19 +157,6 @@ class NoMessageCall final : public grpc::ServerUnaryReactor {
 };
 
 }  // namespace
-
-absl::string_view RejectReason(UnsentAnswers::Bound bound) {
-  switch (bound) {
-    case UnsentAnswers::Bound::kConnection:
-      return kRejectUnsentConnection;
-    case UnsentAnswers::Bound::kDeadline:
-      return kRejectWouldBeLate;
-    case UnsentAnswers::Bound::kTotal:
-    case UnsentAnswers::Bound::kNone:
-      break;
-  }
-  return kRejectUnsentTotal;
-}
 
 EmbeddingServiceImpl::EmbeddingServiceImpl(ServiceLimits limits, Metrics* metrics, Clock* clock)
     : limits_(limits),

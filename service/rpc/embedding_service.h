@@ -98,9 +98,6 @@ using EmbeddingServiceBase = embedding::v1::EmbeddingService::WithCallbackMethod
         embedding::v1::EmbeddingService::WithRawCallbackMethod_LookUpFeatures<
             embedding::v1::EmbeddingService::Service>>>;
 
-// The reason of embedding_rejected_ids_total for a call refused by `bound` of the unsent answers.
-absl::string_view RejectReason(UnsentAnswers::Bound bound);
-
 class EmbeddingServiceImpl final : public EmbeddingServiceBase {
  public:
   // `clock` (the time of deadlines) must outlive the service and every answer gRPC holds.

@@ -17,13 +17,6 @@ using embedding::v1::Feature;
 using embedding::v1::LookUpFeaturesRequest;
 using embedding::v1::LookUpRequest;
 
-// How messages name feature `i`: "feature 3 ('user_id', table 'items')".
-std::string FeatureText(int i, const Feature& feature, absl::string_view table) {
-  return absl::StrCat("feature ", i, feature.name().empty() ? "" : " '",
-                      feature.name().empty() ? "" : EchoText(feature.name()),
-                      feature.name().empty() ? "" : "'", ", table '", EchoText(table), "'");
-}
-
 // `status` with the feature named in front of its message.
 absl::Status ForFeature(const std::string& feature, const absl::Status& status) {
   return absl::Status(status.code(), absl::StrCat(feature, ": ", status.message()));
@@ -96,6 +89,12 @@ absl::Status ToLookUp(Feature& feature, int64_t batch_size, LookUpRequest* looku
 }
 
 }  // namespace
+
+std::string FeatureText(int i, const Feature& feature, absl::string_view table) {
+  return absl::StrCat("feature ", i, feature.name().empty() ? "" : " '",
+                      feature.name().empty() ? "" : EchoText(feature.name()),
+                      feature.name().empty() ? "" : "'", ", table '", EchoText(table), "'");
+}
 
 absl::StatusOr<FeaturesPlan> PlanFeatures(LookUpFeaturesRequest& request,
                                           absl::Span<const RequestTable> tables,

@@ -58,6 +58,9 @@ struct FeatureReject {
   int64_t ids = 0;
 };
 
+// How messages name feature `i` of a call on `table`: "feature 3 'user_id', table 'items'".
+std::string FeatureText(int i, const embedding::v1::Feature& feature, absl::string_view table);
+
 // How `request` is answered from `tables` (the default table first) within `limits`, moving each
 // feature's ids, bags and weights out of `request`. Otherwise the status (INVALID_ARGUMENT,
 // OUT_OF_RANGE, or NOT_FOUND for an unknown table) naming the feature, its table and the limit,

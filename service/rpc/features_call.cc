@@ -90,10 +90,8 @@ bool FeaturesCall::Plan(const grpc::ByteBuffer& request_bytes) {
   absl::StatusOr<FeaturesPlan> plan = PlanFeatures(request_, tables, service_.limits, &reject);
   if (!plan.ok()) {
     if (!reject.reason.empty()) {
-      service_.metrics->RejectIds(tables[reject.table].name.data() == nullptr
-                                      ? std::string()
-                                      : std::string(tables[reject.table].name),
-                                  reject.reason, reject.ids);
+      service_.metrics->RejectIds(std::string(tables[reject.table].name), reject.reason,
+                                  reject.ids);
     }
     Fail(plan.status());
     return false;
@@ -168,12 +166,11 @@ void FeaturesCall::FeatureDone(size_t i, const absl::Status& status) {
     service_.metrics->FeatureFailed(TableOf(i).store->info().name, status.code());
     absl::MutexLock lock(&mu_);
     if (failure_.ok()) {
-      const embedding::v1::Feature& feature = request_.features(static_cast<int>(i));
       failure_ = absl::Status(
           status.code(),
-          absl::StrCat("feature ", i, feature.name().empty() ? "" : " '", EchoText(feature.name()),
-                       feature.name().empty() ? "" : "'", ", table '",
-                       TableOf(i).store->info().name, "': ", status.message()));
+          absl::StrCat(FeatureText(static_cast<int>(i), request_.features(static_cast<int>(i)),
+                                   TableOf(i).store->info().name),
+                       ": ", status.message()));
     }
   }
   if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
